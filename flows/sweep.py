@@ -1,0 +1,223 @@
+"""The sweep flow: expand the grid, skip what the epoch has graded, query the rest, grade, store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+from prefect.states import Completed, Failed, State
+
+from needlescope.cells import Cell, default_epoch, expand_grid
+from needlescope.config import SweepConfig, load_config
+from needlescope.flows.progress import SINK, LogProgress, ProgressSink
+from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
+from needlescope.probes.recall import RecallContext
+from needlescope.providers.base import ChatRequest, Reply
+from needlescope.tasks.grade import grade_answers, persist
+from needlescope.tasks.prepare import build_prompts
+from needlescope.tasks.query import ATTEMPTS, query_model
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse, default_root
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+def chunked(items: list[Cell], size: int) -> Iterator[list[Cell]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def request_for(context: RecallContext, config: SweepConfig) -> ChatRequest:
+    generation = config.model(context.cell.model).generation
+    extra = {k: v for k, v in {"top_p": generation.top_p, "seed": generation.seed}.items() if v is not None}
+    return ChatRequest(
+        messages=context.messages,
+        max_tokens=context.max_tokens,
+        temperature=generation.temperature,
+        extra={**extra, **generation.extra},
+    )
+
+
+class ModelSweep:
+    """One model's share of a sweep, batch by batch: build, store cells, query, grade, store."""
+
+    def __init__(
+        self,
+        runtime: SweepRuntime,
+        warehouse: Warehouse,
+        model: str,
+        run_id: str,
+        epoch: str,
+        progress: ProgressSink,
+        known_cells: set[str],
+    ) -> None:
+        self.runtime = runtime
+        self.warehouse = warehouse
+        self.model = model
+        self.run_id = run_id
+        self.epoch = epoch
+        self.progress = progress
+        self.known_cells = known_cells
+        config = runtime.config
+        model_config = config.model(model)
+        self.query = query_model.with_options(
+            retries=config.retry.retries,
+            retry_delay_seconds=list(config.retry.backoff_s) or 0,
+            tags=[f"needlescope-provider:{model_config.provider}", f"needlescope-model:{model}"],
+        )
+        self.limit = asyncio.Semaphore(model_config.concurrency)
+        self.graded = self.failed = 0
+
+    async def run(self, cells: list[Cell], only_context: bool) -> None:
+        size = self.runtime.config.batch_size
+        for batch in chunked(cells, size):
+            contexts = await build_prompts(self.model, batch)
+            await self._store_cells(contexts, keep_prompt=only_context or self.runtime.config.save_prompts)
+            if not only_context:
+                await self._query_and_grade(contexts)
+
+    async def _store_cells(self, contexts: list[RecallContext], keep_prompt: bool) -> None:
+        rows = []
+        for context in contexts:
+            if context.cell.cell_id in self.known_cells and not keep_prompt:
+                continue
+            rows.append(
+                row_builders.cell_row(
+                    context,
+                    self.run_id,
+                    haystack_length=await self.runtime.haystack_length(self.model, context),
+                    planned_tokens=await self.runtime.planned_tokens(self.model, context),
+                    keep_prompt=keep_prompt,
+                )
+            )
+        if rows:
+            persist(str(self.warehouse.root), "cells", rows, ["recall", self.model])
+            self.known_cells.update(row["cell_id"] for row in rows)
+
+    async def _ask(self, context: RecallContext) -> Reply | BaseException:
+        cell = context.cell
+        async with self.limit:
+            state: State = await self.query(
+                self.model,
+                cell.cell_id,
+                self.epoch,
+                self.warehouse.id,
+                cell.label,
+                request_for(context, self.runtime.config),
+                return_state=True,
+            )
+        outcome = await state.result(raise_on_failure=False)
+        return outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
+
+    async def _query_and_grade(self, contexts: list[RecallContext]) -> None:
+        outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
+        attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
+        rows = grade_answers(contexts, outcomes, attempts, self.run_id, self.epoch)
+        persist(str(self.warehouse.root), "answers", rows, ["recall", self.model])
+        failed = sum(1 for row in rows if row.get("error_kind"))
+        self.failed += failed
+        self.graded += len(rows) - failed
+        self.progress.advance(len(rows) - failed, failed)
+
+
+def _run_row(run_id: str, epoch: str, config: SweepConfig, event: str, **counts: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "epoch": epoch,
+        "event": event,
+        "at": datetime.now(UTC),
+        "config_name": config.name,
+        # Keys live in the environment, never in the config, so the config is safe to store.
+        "config_json": config.model_dump_json(),
+        "needlescope_version": version("needlescope"),
+        "flow_run_id": str(flow_run.id) if flow_run.id else None,
+        **counts,
+    }
+
+
+async def run_sweep(
+    config: SweepConfig,
+    *,
+    epoch: str | None = None,
+    warehouse: str | None = None,
+    only_context: bool = False,
+) -> State:
+    logger = get_run_logger()
+    store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
+    epoch = epoch or default_epoch(config)
+    run_id = new_run_id()
+    cells = expand_grid(config)
+    kept = [c for c in cells if fits_context(c, config.model(c.model))]
+    dropped = len(cells) - len(kept)
+    if dropped:
+        logger.warning("%d cells dropped: longer than their model's context window", dropped)
+    done = set() if only_context else store.graded_cell_ids(epoch)
+    todo = [c for c in kept if c.cell_id not in done]
+    skipped = len(kept) - len(todo)
+    store.append(
+        "runs",
+        [_run_row(run_id, epoch, config, "start", cells_total=len(cells), cells_skipped=skipped, cells_dropped=dropped)],
+    )
+    logger.info("run %s, epoch %s: %d cells, %d to do, warehouse %s", run_id, epoch, len(cells), len(todo), store.root)
+    progress = SINK[-1] if SINK else LogProgress(logger)
+    progress.start(len(todo), skipped)
+
+    by_model: dict[str, list[Cell]] = {}
+    for cell in todo:
+        by_model.setdefault(cell.model, []).append(cell)
+    sweeps: list[ModelSweep] = []
+    if by_model:
+        async with open_runtime(config, by_model) as runtime:
+            known = store.known_cell_ids()
+            sweeps = [
+                ModelSweep(runtime, store, model, run_id, epoch, progress, known) for model in by_model
+            ]
+            await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
+    progress.finish()
+
+    graded = sum(s.graded for s in sweeps)
+    failed = sum(s.failed for s in sweeps)
+    summary = {
+        "run_id": run_id,
+        "epoch": epoch,
+        "warehouse": str(store.root),
+        "cells_total": len(cells),
+        "cells_dropped": dropped,
+        "cells_skipped": skipped,
+        "cells_graded": graded,
+        "cells_failed": failed,
+        "only_context": only_context,
+    }
+    store.append(
+        "runs",
+        [_run_row(run_id, epoch, config, "end", cells_total=len(cells), cells_skipped=skipped,
+                  cells_dropped=dropped, cells_graded=graded, cells_failed=failed)],
+    )
+    if not store.refresh_views_file():
+        logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
+    message = json.dumps(summary)
+    if failed:
+        return Failed(message=f"{failed} cells failed: {message}", data=summary)
+    return Completed(message=message, data=summary)
+
+
+@flow(name="sweep", log_prints=True)
+async def sweep(
+    config_path: str,
+    epoch: str | None = None,
+    warehouse: str | None = None,
+    only_context: bool = False,
+) -> State:
+    """Run a sweep config: every cell of the grid not yet graded in the epoch is queried once."""
+    config = load_config(config_path)
+    return await run_sweep(config, epoch=epoch, warehouse=warehouse, only_context=only_context)

@@ -1,0 +1,140 @@
+"""Grid cells: the unit of work. A cell id hashes everything that changes the prompt or the answer."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from needlescope.config import RecallProbe, SweepConfig
+
+# Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
+ID_VERSION = 1
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def short_hash(value: Any, length: int = 16) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    model_identity: str  # canonical JSON of ModelConfig.identity()
+    generation: str  # canonical JSON of the generation settings
+    probe: str
+    probe_params: str  # canonical JSON of the probe's own parameters (digits, snap, …)
+    filler: str
+    filler_spec: str  # canonical JSON of the filler's definition
+    placement: str
+    region: str
+    prompt_version: str
+    length: int
+    length_unit: str
+    needle_count: int
+    repeat: int
+    seed: int
+
+    def context_key(self) -> dict[str, Any]:
+        """Everything that shapes the context except the model: the same for every model."""
+        return {
+            "v": ID_VERSION,
+            "probe": self.probe,
+            "params": self.probe_params,
+            "filler": self.filler_spec,
+            "placement": self.placement,
+            "region": self.region,
+            "prompt": self.prompt_version,
+            "length": self.length,
+            "unit": self.length_unit,
+            "needles": self.needle_count,
+            "repeat": self.repeat,
+            "seed": self.seed,
+        }
+
+    @property
+    def context_id(self) -> str:
+        return short_hash(self.context_key())
+
+    @property
+    def cell_id(self) -> str:
+        return short_hash(
+            {**self.context_key(), "model": self.model_identity, "generation": self.generation}
+        )
+
+    @property
+    def rng_seed(self) -> int:
+        """Seed for needles and placement: shared by all models, so their prompts pair up."""
+        return int(self.context_id, 16)
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.model} {self.probe} {self.length}{_unit_suffix(self.length_unit)} "
+            f"n{self.needle_count} {self.filler} {self.region} r{self.repeat} [{self.cell_id[:8]}]"
+        )
+
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.probe_params))
+
+
+def _unit_suffix(unit: str) -> str:
+    return {"tokens": "tok", "bytes": "B", "chars": "ch"}[unit]
+
+
+def _recall_cells(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
+    params = canonical_json({"digits": probe.digits, "snap": probe.snap})
+    axes = itertools.product(
+        config.models,
+        probe.lengths,
+        probe.needle_counts,
+        probe.fillers,
+        probe.placements,
+        probe.regions,
+        probe.prompts,
+        range(probe.repeats),
+    )
+    for model, length, count, filler, placement, region, prompt, repeat in axes:
+        yield Cell(
+            model=model.name,
+            model_identity=canonical_json(model.identity()),
+            generation=canonical_json(model.generation.model_dump()),
+            probe="recall",
+            probe_params=params,
+            filler=filler,
+            filler_spec=canonical_json(config.filler_spec(filler).model_dump(mode="json")),
+            placement=placement,
+            region=region,
+            prompt_version=prompt,
+            length=length,
+            length_unit=probe.length_unit,
+            needle_count=count,
+            repeat=repeat,
+            seed=config.seed,
+        )
+
+
+def expand_grid(config: SweepConfig) -> list[Cell]:
+    """All cells of a sweep, in a stable order, without duplicates."""
+    seen: set[str] = set()
+    cells: list[Cell] = []
+    for probe in config.probes:
+        for cell in _recall_cells(config, probe):
+            if cell.cell_id not in seen:
+                seen.add(cell.cell_id)
+                cells.append(cell)
+    return cells
+
+
+def default_epoch(config: SweepConfig, now: datetime | None = None) -> str:
+    """An epoch is the config's name plus the UTC date: tomorrow's nightly run asks afresh."""
+    if config.epoch:
+        return config.epoch
+    return f"{config.name}-{(now or datetime.now(UTC)).date().isoformat()}"

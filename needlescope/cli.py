@@ -1,0 +1,208 @@
+"""The needlescope command line. Only `run` (and later ops commands) import Prefect."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from needlescope.errors import NeedlescopeError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Measure how well LLMs recall needles spread through long contexts.",
+)
+console = Console(stderr=True)
+
+EXIT_OK, EXIT_CELLS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+WarehouseOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        help="Warehouse folder (default: $NEEDLESCOPE_WAREHOUSE, the config's warehouse, "
+        "or warehouse/data).",
+    ),
+]
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def prefect_environment() -> None:
+    """Settings measured to matter here; a user's own values win."""
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
+
+
+@app.command()
+def run(
+    config_path: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    epoch: Annotated[
+        str | None,
+        typer.Option(help="Epoch name; default: the config's name plus today's UTC date."),
+    ] = None,
+    warehouse: WarehouseOption = None,
+    only_context: Annotated[
+        bool, typer.Option("--only-context", help="Build and save the prompts; query nothing.")
+    ] = False,
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Write the HTML report afterwards.")
+    ] = True,
+    report_dir: Annotated[Path, typer.Option(help="Where the report goes.")] = Path("reports"),
+) -> None:
+    """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
+    from needlescope.config import load_config
+
+    try:
+        config = load_config(config_path)
+        from needlescope.config import resolve_api_key
+
+        for model in config.models:
+            resolve_api_key(model)
+        root = warehouse or config.warehouse
+        from needlescope.warehouse.store import Warehouse, default_root
+
+        store = Warehouse(root or default_root()).ensure()
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+
+    prefect_environment()
+    from needlescope.flows.cli_progress import RichProgress
+    from needlescope.flows.progress import SINK
+    from needlescope.flows.sweep import sweep
+
+    SINK.append(RichProgress(console))
+    try:
+        state = sweep(
+            str(config_path),
+            epoch=epoch,
+            warehouse=str(store.root),
+            only_context=only_context,
+            return_state=True,
+        )
+    finally:
+        SINK.clear()
+    summary = _state_summary(state)
+    if summary is None:
+        raise fail(_state_error(state))
+    console.print_json(json.dumps(summary))
+    if report and not only_context and summary["cells_graded"] + summary["cells_skipped"] > 0:
+        _write_report(store.root, report_dir)
+    if summary["cells_failed"]:
+        raise fail(
+            f"{summary['cells_failed']} cells failed; their errors are in the failed_cells view. "
+            "Run the same command again to retry just those.",
+            EXIT_CELLS_FAILED,
+        )
+
+
+def _state_summary(state: Any) -> dict[str, Any] | None:
+    data = getattr(state, "data", None)
+    result = getattr(data, "data", data)  # a flow returning a State nests it
+    if isinstance(result, dict) and "cells_total" in result:
+        return result
+    try:
+        value = state.result(raise_on_failure=False)
+    except Exception:
+        return None
+    inner = getattr(value, "data", value)
+    return inner if isinstance(inner, dict) and "cells_total" in inner else None
+
+
+def _state_error(state: Any) -> str:
+    try:
+        value = state.result(raise_on_failure=False)
+    except Exception as exc:  # the state's own error, whatever it was
+        value = exc
+    if isinstance(value, NeedlescopeError):
+        return str(value)
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return getattr(state, "message", None) or "the sweep failed"
+
+
+def _write_report(root: Path, out: Path) -> None:
+    from needlescope.warehouse.report import write_report
+
+    path = write_report(root, out)
+    console.print(f"report: {path}")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL over the views (results, cells, runs, …).")],
+    warehouse: WarehouseOption = None,
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help="table, csv or json.")
+    ] = "table",
+) -> None:
+    """Run SQL on the warehouse views."""
+    from needlescope.warehouse.query import run_sql
+
+    if output_format not in ("table", "csv", "json"):
+        raise fail(f"--format must be table, csv or json, not {output_format!r}")
+    try:
+        text = run_sql(warehouse, query, output_format)
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+    sys.stdout.write(text)
+
+
+@app.command()
+def report(
+    warehouse: WarehouseOption = None,
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("reports"),
+) -> None:
+    """Write the offline HTML report with its charts (PNG + SVG)."""
+    from needlescope.warehouse.store import default_root
+
+    try:
+        _write_report(warehouse or default_root(), out)
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def grade(
+    probe: Annotated[str, typer.Argument(help="The probe whose grader to use (recall).")],
+    expected: Annotated[str, typer.Option(help="Expected answer: JSON or a file path.")],
+    answer: Annotated[str, typer.Option(help="The model's answer: text or a file path.")],
+) -> None:
+    """Grade one answer by hand and print the grade as one JSON object."""
+    from needlescope.grading.cli import grade_one
+
+    try:
+        result = grade_one(probe, _text_or_file(expected), _text_or_file(answer))
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+    sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+
+
+def _text_or_file(value: str) -> str:
+    path = Path(value)
+    try:
+        if len(value) < 4096 and path.is_file():
+            return path.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    return value
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Sweep configuration: YAML validated into frozen pydantic models.
+
+Every error is reported as one line naming the file and the field, before Prefect is imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from needlescope.errors import ConfigError
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
+PROVIDER_KINDS = ("local", "openai")
+LengthUnit = Literal["tokens", "bytes", "chars"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Generation(Frozen):
+    """Settings sent with every request. Part of the cell id: changing one asks the model again."""
+
+    temperature: float | None = Field(default=0.0, ge=0, le=2)
+    max_tokens: PositiveInt | None = None
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelConfig(Frozen):
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    provider: str
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    context_window: PositiveInt | None = None
+    concurrency: PositiveInt = 4
+    timeout_s: float = Field(default=600, gt=0)
+    max_retry_after_s: float = Field(default=60, ge=0)
+    threads: PositiveInt | None = None
+    generation: Generation = Field(default_factory=Generation)
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in PROVIDER_KINDS:
+            raise ValueError(f"unknown provider {value!r}; known: {', '.join(PROVIDER_KINDS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _remote_needs_url(self) -> ModelConfig:
+        if self.provider == "openai" and not self.base_url:
+            raise ValueError("an openai model needs base_url (e.g. https://api.openai.com/v1)")
+        if self.provider == "openai" and not self.model:
+            raise ValueError("an openai model needs model (the id the endpoint expects)")
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the model in a cell id: never keys, URLs or concurrency."""
+        return {"name": self.name, "provider": self.provider, "model": self.model}
+
+
+class FillerSpec(Frozen):
+    kind: Literal["pattern", "noise", "prose", "corpus"]
+    pattern: str = Field(default="a|", min_length=1)
+    language: Literal["en", "zh"] = "en"
+    path: Path | None = None
+    seed: int = 0
+    scrub_digits: bool = True
+
+    @model_validator(mode="after")
+    def _corpus_needs_path(self) -> FillerSpec:
+        if self.kind == "corpus" and self.path is None:
+            raise ValueError("a corpus filler needs path (a directory of .txt files)")
+        return self
+
+
+class RecallProbe(Frozen):
+    probe: Literal["recall"]
+    lengths: list[PositiveInt] = Field(min_length=1)
+    length_unit: LengthUnit = "tokens"
+    needle_counts: list[PositiveInt] = Field(min_length=1)
+    digits: int = Field(default=4, ge=2, le=15)
+    placements: list[Literal["even", "random"]] = Field(default=["even"], min_length=1)
+    regions: list[str] = Field(default=["whole"], min_length=1)
+    fillers: list[str] = Field(default=["pattern"], min_length=1)
+    prompts: list[str] = Field(default=["recall-en-v1"], min_length=1)
+    repeats: PositiveInt = 1
+    snap: Literal["auto", "char", "word", "sentence"] = "auto"
+
+    @field_validator("regions")
+    @classmethod
+    def _valid_regions(cls, values: list[str]) -> list[str]:
+        from needlescope.haystack import parse_regions
+
+        for value in values:
+            parse_regions(value)
+        return values
+
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompts(cls, values: list[str]) -> list[str]:
+        from needlescope.probes.templates import RECALL_TEMPLATES
+
+        for value in values:
+            if value not in RECALL_TEMPLATES:
+                known = ", ".join(sorted(RECALL_TEMPLATES))
+                raise ValueError(f"unknown prompt template {value!r}; known: {known}")
+        return values
+
+
+ProbeConfig = Annotated[RecallProbe, Field(discriminator="probe")]
+
+
+class RetryPolicy(Frozen):
+    retries: int = Field(default=3, ge=0, le=20)
+    backoff_s: list[float] = Field(default=[2.0, 10.0, 30.0])
+
+
+class SweepConfig(Frozen):
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    description: str = ""
+    seed: int = 0
+    epoch: str | None = None
+    warehouse: Path | None = None
+    save_prompts: bool = False
+    batch_size: PositiveInt = 32
+    models: list[ModelConfig] = Field(min_length=1)
+    probes: list[ProbeConfig] = Field(min_length=1)
+    fillers: dict[str, FillerSpec] = Field(default_factory=dict)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(duplicated)}")
+        for index, probe in enumerate(self.probes):
+            for filler in probe.fillers:
+                if filler not in self.fillers and filler not in BUILTIN_FILLERS:
+                    known = ", ".join([*BUILTIN_FILLERS, *self.fillers])
+                    raise ValueError(
+                        f"probes.{index}.fillers: unknown filler {filler!r}; known: {known}"
+                    )
+        return self
+
+    def filler_spec(self, name: str) -> FillerSpec:
+        if name in self.fillers:
+            return self.fillers[name]
+        if name == "pattern":
+            return FillerSpec(kind="pattern")
+        if name == "noise":
+            return FillerSpec(kind="noise")
+        if name in ("prose-en", "prose-zh"):
+            return FillerSpec(kind="prose", language=name.removeprefix("prose-"))  # type: ignore[arg-type]
+        raise KeyError(name)
+
+    def model(self, name: str) -> ModelConfig:
+        for model in self.models:
+            if model.name == name:
+                return model
+        raise KeyError(name)
+
+
+def _format_location(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = _format_location(tuple(first["loc"]))
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "unknown field"
+        where = f"{source}: {location}: " if location else f"{source}: "
+        raise ConfigError(_one_line(where + message)) from None
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "could not parse"
+        raise ConfigError(_one_line(f"{path}: invalid YAML{where}: {problem}")) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    config = parse_config(data, str(path))
+    return _resolve_relative_paths(config, path.parent)
+
+
+def _resolve_relative_paths(config: SweepConfig, base: Path) -> SweepConfig:
+    """Corpus paths in a config are relative to the config file, as a user reading it expects."""
+    fillers = {
+        name: spec.model_copy(update={"path": (base / spec.path)})
+        if spec.path is not None and not spec.path.is_absolute()
+        else spec
+        for name, spec in config.fillers.items()
+    }
+    return config.model_copy(update={"fillers": fillers})
+
+
+def load_dotenv_once() -> None:
+    from dotenv import load_dotenv
+
+    load_dotenv(dotenv_path=Path.cwd() / ".env", override=False)
+
+
+def resolve_api_key(model: ModelConfig) -> str | None:
+    """The model's key from the environment (or .env); a missing one is a config error."""
+    if model.api_key_env is None:
+        return None
+    load_dotenv_once()
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"models.{model.name}: environment variable {model.api_key_env} is not set"
+        )
+    return key

@@ -1,0 +1,49 @@
+"""Grading and persisting, a batch per task run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.runtime import task_run
+
+from needlescope.grading import grade_recall
+from needlescope.probes.recall import RecallContext
+from needlescope.providers.base import Reply
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse
+
+
+def _grade_name() -> str:
+    return f"grade ×{len(task_run.parameters['contexts'])}"
+
+
+def _persist_name() -> str:
+    parameters = task_run.parameters
+    return f"persist {parameters['table']} ×{len(parameters['rows'])}"
+
+
+@task(name="grade", task_run_name=_grade_name)
+def grade_answers(
+    contexts: list[RecallContext],
+    outcomes: list[Reply | BaseException],
+    attempts: list[int],
+    run_id: str,
+    epoch: str,
+) -> list[dict[str, Any]]:
+    rows = []
+    for context, outcome, tries in zip(contexts, outcomes, attempts, strict=True):
+        if isinstance(outcome, Reply):
+            grade = grade_recall(context.expected, outcome.text)
+            rows.append(row_builders.graded_row(context, outcome, grade, run_id, epoch, tries))
+        else:
+            rows.append(row_builders.error_row(context, outcome, run_id, epoch, tries))
+    return rows
+
+
+@task(name="persist", task_run_name=_persist_name)
+def persist(
+    warehouse_root: str, table: str, rows: list[dict[str, Any]], parts: list[str]
+) -> str | None:
+    path = Warehouse(warehouse_root).append(table, rows, parts=parts)
+    return None if path is None else str(path)

@@ -1,0 +1,111 @@
+"""Turn built contexts, replies and grades into warehouse rows (plain dicts matching schema.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from needlescope.errors import ProviderError
+from needlescope.grading import RecallGrade
+from needlescope.probes.recall import RecallContext
+from needlescope.providers.base import Reply
+
+INTERNAL_ERROR = "internal"
+
+
+def cell_row(
+    context: RecallContext,
+    run_id: str,
+    *,
+    haystack_length: int | None,
+    planned_tokens: int | None,
+    keep_prompt: bool,
+) -> dict[str, Any]:
+    cell = context.cell
+    return {
+        "cell_id": cell.cell_id,
+        "context_id": cell.context_id,
+        "run_id": run_id,
+        "created_at": datetime.now(UTC),
+        "model": cell.model,
+        "model_identity": cell.model_identity,
+        "generation": cell.generation,
+        "probe": cell.probe,
+        "probe_params": cell.probe_params,
+        "filler": cell.filler,
+        "filler_spec": cell.filler_spec,
+        "placement": cell.placement,
+        "region": cell.region,
+        "prompt_version": cell.prompt_version,
+        "seed": cell.seed,
+        "length": cell.length,
+        "length_unit": cell.length_unit,
+        "needle_count": cell.needle_count,
+        "repeat": cell.repeat,
+        "filler_chars": context.filler_chars,
+        "prompt_length": context.prompt_length,
+        "haystack_length": haystack_length,
+        "planned_tokens": planned_tokens,
+        "max_tokens": context.max_tokens,
+        "prompt_sha256": context.prompt_sha256,
+        "expected": json.dumps(list(context.expected)),
+        "needle_fractions": json.dumps(list(context.fractions)),
+        "needle_offsets": json.dumps(list(context.offsets)),
+        "prompt_text": context.prompt_text if keep_prompt else None,
+    }
+
+
+def _answer_base(context: RecallContext, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "epoch": epoch,
+        "cell_id": context.cell.cell_id,
+        "model": context.cell.model,
+        "probe": context.cell.probe,
+        "answered_at": datetime.now(UTC),
+        "attempts": attempts,
+    }
+
+
+def graded_row(
+    context: RecallContext,
+    reply: Reply,
+    grade: RecallGrade,
+    run_id: str,
+    epoch: str,
+    attempts: int | None = None,
+) -> dict[str, Any]:
+    return {
+        **_answer_base(context, run_id, epoch, attempts),
+        "response": reply.text,
+        "response_kept": True,
+        "parse_ok": grade.parse_ok,
+        "parse_error": grade.parse_error,
+        "accuracy": grade.accuracy,
+        "edit_distance": grade.edit_distance,
+        "correct": grade.correct,
+        "missing": grade.missing,
+        "extra": grade.extra,
+        "wrong": grade.wrong,
+        "answered": None if grade.answered is None else json.dumps(list(grade.answered)),
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "reasoning_tokens": reply.reasoning_tokens,
+        "finish_reason": reply.finish_reason,
+        "latency_s": reply.latency_s,
+        "model_version": reply.model_version,
+    }
+
+
+def error_row(
+    context: RecallContext, error: BaseException, run_id: str, epoch: str, attempts: int | None = None
+) -> dict[str, Any]:
+    kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
+    message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
+    return {
+        **_answer_base(context, run_id, epoch, attempts),
+        "response_kept": False,
+        "error_kind": kind,
+        "error": " ".join(message.split())[:500],
+    }

@@ -1,0 +1,98 @@
+"""The warehouse's tables. Changing a table means a new SCHEMA_VERSION and a note in README."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+_TS = pa.timestamp("us", tz="UTC")
+
+RUNS = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("run_id", pa.string()),
+        ("epoch", pa.string()),
+        ("event", pa.string()),  # "start" | "end"
+        ("at", _TS),
+        ("config_name", pa.string()),
+        ("config_json", pa.string()),
+        ("needlescope_version", pa.string()),
+        ("flow_run_id", pa.string()),
+        ("cells_total", pa.int64()),
+        ("cells_skipped", pa.int64()),
+        ("cells_dropped", pa.int64()),
+        ("cells_graded", pa.int64()),
+        ("cells_failed", pa.int64()),
+        ("note", pa.string()),
+    ]
+)
+
+CELLS = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("cell_id", pa.string()),
+        ("context_id", pa.string()),
+        ("run_id", pa.string()),
+        ("created_at", _TS),
+        ("model", pa.string()),
+        ("model_identity", pa.string()),
+        ("generation", pa.string()),
+        ("probe", pa.string()),
+        ("probe_params", pa.string()),
+        ("filler", pa.string()),
+        ("filler_spec", pa.string()),
+        ("placement", pa.string()),
+        ("region", pa.string()),
+        ("prompt_version", pa.string()),
+        ("seed", pa.int64()),
+        ("length", pa.int64()),
+        ("length_unit", pa.string()),
+        ("needle_count", pa.int64()),
+        ("repeat", pa.int64()),
+        ("filler_chars", pa.int64()),
+        ("prompt_length", pa.int64()),
+        ("haystack_length", pa.int64()),
+        ("planned_tokens", pa.int64()),
+        ("max_tokens", pa.int64()),
+        ("prompt_sha256", pa.string()),
+        ("expected", pa.string()),  # JSON list of needle values in order
+        ("needle_fractions", pa.string()),  # JSON list
+        ("needle_offsets", pa.string()),  # JSON list of char offsets in the haystack
+        ("prompt_text", pa.string()),  # only with save_prompts / --only-context
+    ]
+)
+
+ANSWERS = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("run_id", pa.string()),
+        ("epoch", pa.string()),
+        ("cell_id", pa.string()),
+        ("model", pa.string()),
+        ("probe", pa.string()),
+        ("answered_at", _TS),
+        ("response", pa.string()),
+        ("response_kept", pa.bool_()),
+        ("parse_ok", pa.bool_()),
+        ("parse_error", pa.string()),
+        ("accuracy", pa.float64()),
+        ("edit_distance", pa.int64()),
+        ("correct", pa.int64()),
+        ("missing", pa.int64()),
+        ("extra", pa.int64()),
+        ("wrong", pa.int64()),
+        ("answered", pa.string()),  # JSON list: the answered value sequence, by numeric key
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("reasoning_tokens", pa.int64()),
+        ("finish_reason", pa.string()),
+        ("latency_s", pa.float64()),
+        ("model_version", pa.string()),
+        ("attempts", pa.int64()),
+        ("error_kind", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {"runs": RUNS, "cells": CELLS, "answers": ANSWERS}

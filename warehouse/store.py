@@ -1,0 +1,160 @@
+"""The warehouse on disk: append-only Parquet files written atomically, DuckDB views over them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from needlescope.errors import WarehouseError
+from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
+
+DEFAULT_ROOT = Path("warehouse/data")
+DB_NAME = "needlescope.duckdb"
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("NEEDLESCOPE_WAREHOUSE", DEFAULT_ROOT))
+
+
+def slug(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", value)[:80] or "_"
+
+
+def views_sql(parquet_dir: Path) -> str:
+    text = resources.files("needlescope.warehouse").joinpath("views.sql").read_text()
+    return text.replace("{parquet}", parquet_dir.resolve().as_posix().replace("'", "''"))
+
+
+class Warehouse:
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root is not None else default_root()
+        self.parquet = self.root / "parquet"
+        self.db_path = self.root / DB_NAME
+        self._seq = 0
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def ensure(self) -> Warehouse:
+        """Create the folders, the empty per-table files and the identity file if missing."""
+        try:
+            for table, schema in TABLES.items():
+                folder = self.parquet / table
+                folder.mkdir(parents=True, exist_ok=True)
+                empty = folder / "_empty.parquet"
+                if not empty.exists():
+                    # Every glob always matches one file, so views work on an empty warehouse.
+                    self._atomic_write(schema.empty_table(), empty)
+            self._identity()
+        except OSError as exc:
+            raise WarehouseError(f"cannot write warehouse at {self.root}: {exc.strerror}") from None
+        return self
+
+    def _identity(self) -> dict[str, Any]:
+        path = self.root / "warehouse.json"
+        if not path.exists():
+            meta = {
+                "id": uuid.uuid4().hex,
+                "schema_version": SCHEMA_VERSION,
+                "created_at": datetime.now(UTC).isoformat(),
+            }
+            try:
+                with path.open("x", encoding="utf-8") as handle:
+                    json.dump(meta, handle)
+            except FileExistsError:
+                pass
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+
+    @property
+    def id(self) -> str:
+        return str(self._identity()["id"])
+
+    def exists(self) -> bool:
+        return (self.root / "warehouse.json").is_file()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(
+        self, table: str, rows: Iterable[Mapping[str, Any]], *, parts: Iterable[str] = ()
+    ) -> Path | None:
+        """Write rows as one new Parquet file; readers never see a partial file."""
+        schema = TABLES[table]
+        records = [{"schema_version": SCHEMA_VERSION, **row} for row in rows]
+        if not records:
+            return None
+        data = pa.Table.from_pylist(records, schema=schema)
+        folder = self.parquet.joinpath(table, *(slug(p) for p in parts))
+        self._seq += 1
+        name = f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{os.getpid()}-{self._seq:05d}-{uuid.uuid4().hex[:8]}"
+        target = folder / f"{name}.parquet"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._atomic_write(data, target)
+        except OSError as exc:
+            raise WarehouseError(f"cannot write {target}: {exc.strerror}") from None
+        return target
+
+    @staticmethod
+    def _atomic_write(data: pa.Table, target: Path) -> None:
+        partial = target.with_name(f".{target.name}.partial")
+        pq.write_table(data, partial, compression="zstd")
+        with partial.open("rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(partial, target)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with the views: no lock on the .duckdb file."""
+        if not self.exists():
+            raise WarehouseError(f"no warehouse at {self.root} (run a sweep or import first)")
+        con = duckdb.connect()
+        con.execute(views_sql(self.parquet))
+        return con
+
+    def refresh_views_file(self) -> bool:
+        """(Re)create the views in the .duckdb file for the duckdb CLI; False if it is locked."""
+        try:
+            con = duckdb.connect(str(self.db_path))
+        except duckdb.IOException:
+            return False
+        try:
+            con.execute(views_sql(self.parquet))
+        finally:
+            con.close()
+        return True
+
+    def graded_cell_ids(self, epoch: str) -> set[str]:
+        """Cells of an epoch that already have a graded answer: never queried again."""
+        glob = (self.parquet / "answers" / "**" / "*.parquet").as_posix()
+        con = duckdb.connect()
+        try:
+            rows = con.execute(
+                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true) "
+                "WHERE epoch = ? AND error_kind IS NULL",
+                [glob, epoch],
+            ).fetchall()
+        finally:
+            con.close()
+        return {row[0] for row in rows}
+
+    def known_cell_ids(self) -> set[str]:
+        glob = (self.parquet / "cells" / "**" / "*.parquet").as_posix()
+        con = duckdb.connect()
+        try:
+            rows = con.execute(
+                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true)", [glob]
+            ).fetchall()
+        finally:
+            con.close()
+        return {row[0] for row in rows}
