@@ -36,6 +36,21 @@ def views_sql(parquet_dir: Path) -> str:
     return text.replace("{parquet}", parquet_dir.resolve().as_posix().replace("'", "''"))
 
 
+def _writer_pid(name: str) -> int | None:
+    match = re.match(r"^\.\d{8}T\d+-(\d+)-", name)
+    return int(match.group(1)) if match else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Warehouse:
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root) if root is not None else default_root()
@@ -56,9 +71,17 @@ class Warehouse:
                     # Every glob always matches one file, so views work on an empty warehouse.
                     self._atomic_write(schema.empty_table(), empty)
             self._identity()
+            self._remove_orphaned_partials()
         except OSError as exc:
             raise WarehouseError(f"cannot write warehouse at {self.root}: {exc.strerror}") from None
         return self
+
+    def _remove_orphaned_partials(self) -> None:
+        """Temp files left by a killed writer (its pid is in the name): never read, safe to drop."""
+        for partial in self.parquet.rglob(".*.parquet.partial"):
+            pid = _writer_pid(partial.name)
+            if pid is not None and not _alive(pid):
+                partial.unlink(missing_ok=True)
 
     def _identity(self) -> dict[str, Any]:
         path = self.root / "warehouse.json"

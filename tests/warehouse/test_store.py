@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from needlescope.errors import WarehouseError
+from needlescope.warehouse.schema import TABLES
+from needlescope.warehouse.store import Warehouse
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def cell(cell_id: str, **extra: object) -> dict[str, object]:
+    return {
+        "cell_id": cell_id, "context_id": "ctx", "run_id": "r1", "created_at": NOW, "model": "m",
+        "probe": "recall", "filler": "pattern", "length": 100, "length_unit": "tokens",
+        "needle_count": 2, "repeat": 0, "expected": "[1111, 2222]", **extra,
+    }
+
+
+def answer(cell_id: str, epoch: str = "e1", at: datetime = NOW, **extra: object) -> dict[str, object]:
+    return {"run_id": "r1", "epoch": epoch, "cell_id": cell_id, "model": "m", "probe": "recall",
+            "answered_at": at, **extra}
+
+
+def test_views_work_on_an_empty_warehouse(tmp_path: Path) -> None:
+    con = Warehouse(tmp_path).ensure().connect()
+    for view in ("results", "answers", "cells", "runs", "failed_cells", "accuracy_by_length"):
+        assert con.execute(f"SELECT count(*) FROM {view}").fetchone() == (0,)
+
+
+def test_results_prefer_graded_answer_over_failures(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("c1"), cell("c2")])
+    store.append("answers", [answer("c1", error_kind="timeout", error="slow")])
+    store.append("answers", [answer("c1", at=NOW + timedelta(seconds=1), parse_ok=True, accuracy=50.0)])
+    store.append("answers", [answer("c1", at=NOW + timedelta(seconds=2), error_kind="timeout")])
+    store.append("answers", [answer("c2", error_kind="server_error", error="503")])
+    con = store.connect()
+    rows = dict(con.sql("SELECT cell_id, coalesce(error_kind, 'graded') FROM results").fetchall())
+    assert rows == {"c1": "graded", "c2": "server_error"}
+    assert con.sql("SELECT cell_id FROM failed_cells").fetchall() == [("c2",)]
+    assert store.graded_cell_ids("e1") == {"c1"}
+    assert store.graded_cell_ids("e2") == set()
+
+
+def test_epochs_are_separate_rows(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("c1")])
+    store.append("answers", [answer("c1", "e1", parse_ok=True, accuracy=100.0)])
+    store.append("answers", [answer("c1", "e2", parse_ok=True, accuracy=0.0)])
+    con = store.connect()
+    assert sorted(con.sql("SELECT epoch, accuracy FROM results").fetchall()) == [("e1", 100.0), ("e2", 0.0)]
+
+
+def test_duplicate_cell_rows_are_collapsed(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("c1")])
+    store.append("cells", [cell("c1", run_id="r2", created_at=NOW + timedelta(hours=1))])
+    store.append("answers", [answer("c1", parse_ok=True, accuracy=100.0)])
+    con = store.connect()
+    assert con.execute("SELECT count(*) FROM cells").fetchone() == (1,)
+    assert con.execute("SELECT count(*) FROM results").fetchone() == (1,)
+
+
+def test_files_match_the_schema_and_no_partials_remain(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    path = store.append("answers", [answer("c1", parse_ok=False, parse_error="no JSON")], parts=["recall", "a/b c"])
+    assert path is not None and path.parent.name == "a_b_c"
+    assert pq.read_schema(path).equals(TABLES["answers"], check_metadata=False)
+    assert not list(tmp_path.rglob("*.partial"))
+
+
+def test_orphaned_partial_of_dead_writer_is_removed(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    orphan = store.parquet / "answers" / ".20260101T000000000000-999999999-00001-deadbeef.parquet.partial"
+    orphan.write_bytes(b"PAR1 half a file")
+    Warehouse(tmp_path).ensure()
+    assert not orphan.exists()
+    assert store.connect().execute("SELECT count(*) FROM answers").fetchone() == (0,)
+
+
+def test_unwritable_warehouse_is_a_one_line_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(WarehouseError, match="cannot write warehouse at") as caught:
+        Warehouse(blocker / "wh").ensure()
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_warehouse_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(WarehouseError, match="no warehouse at"):
+        Warehouse(tmp_path / "none").connect()
+
+
+def test_reader_never_sees_a_partial_file_while_writer_appends(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell(f"c{i}") for i in range(200)])
+    errors: list[BaseException] = []
+    counts: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                con = Warehouse(tmp_path).connect()
+                counts.append(con.execute("SELECT count(*) FROM results").fetchone()[0])
+                con.close()
+            except BaseException as exc:  # any failure is the test's finding
+                errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for i in range(200):
+        store.append("answers", [answer(f"c{i}", parse_ok=True, accuracy=float(i % 100))])
+    stop.set()
+    reader.join()
+    assert not errors
+    assert counts == sorted(counts)
+    assert store.connect().execute("SELECT count(*) FROM results").fetchone() == (200,)
+
+
+def test_views_file_is_queryable_by_duckdb(tmp_path: Path) -> None:
+    import duckdb
+
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("c1")])
+    store.append("answers", [answer("c1", parse_ok=True, accuracy=75.0)])
+    assert store.refresh_views_file()
+    con = duckdb.connect(str(store.db_path), read_only=True)
+    assert con.sql("SELECT accuracy FROM results").fetchall() == [(75.0,)]
