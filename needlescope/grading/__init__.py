@@ -1,0 +1,41 @@
+"""Grading of model replies: pure functions, no I/O."""
+
+from needlescope.grading.recall import (
+    Duplicate,
+    Hallucination,
+    NeedleOutcome,
+    Outcome,
+    ParsedAnswer,
+    ParseSource,
+    RecallGrade,
+    Value,
+    canonical_value,
+    duplicates,
+    grade_parsed,
+    grade_recall,
+    hallucinations,
+    lcs_anchors,
+    needle_outcomes,
+    parse_recall_answer,
+    recall_accuracy,
+)
+
+__all__ = [
+    "Duplicate",
+    "Hallucination",
+    "NeedleOutcome",
+    "Outcome",
+    "ParseSource",
+    "ParsedAnswer",
+    "RecallGrade",
+    "Value",
+    "canonical_value",
+    "duplicates",
+    "grade_parsed",
+    "grade_recall",
+    "hallucinations",
+    "lcs_anchors",
+    "needle_outcomes",
+    "parse_recall_answer",
+    "recall_accuracy",
+]
