@@ -7,13 +7,15 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from needlescope.cells import Cell
 from needlescope.config import FillerSpec, ModelConfig, SweepConfig, resolve_api_key
+from needlescope.errors import ProviderError
 from needlescope.fillers import Filler, make_filler
 from needlescope.haystack import measure_text
 from needlescope.probes import recall
-from needlescope.providers.base import Message, Provider
+from needlescope.providers.base import CONNECTION, Message, Provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
@@ -117,6 +119,20 @@ class SweepRuntime:
         return await self.providers[model].count_prompt_tokens(context.messages)
 
 
+async def check_reachable(model: ModelConfig, timeout_s: float = 10.0) -> None:
+    """Fail the sweep at once, in one line, when an endpoint cannot be reached at all."""
+    url = urlsplit(str(model.base_url))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
+    except (OSError, TimeoutError) as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        raise ProviderError(
+            CONNECTION, f"model {model.name}: cannot reach {model.base_url}: {reason}"
+        ) from None
+    writer.close()
+
+
 async def _open_provider(
     stack: contextlib.AsyncExitStack, model: ModelConfig, cells: list[Cell]
 ) -> Provider:
@@ -124,15 +140,17 @@ async def _open_provider(
         from needlescope.providers.local import LocalProvider, LocalServer
 
         server = LocalServer(
-            gguf_path=model.model,
+            model.model,
             ctx_per_slot=local_slot_size(cells, model),
             parallel=model.concurrency,
-            threads=model.threads,
+            n_threads=model.threads,
         )
         await asyncio.to_thread(stack.enter_context, server)
-        provider: Any = LocalProvider(name=model.name, server=server)
+        provider: Any = LocalProvider(name=model.name, server=server, timeout_s=model.timeout_s)
     else:
         from needlescope.providers.openai import OpenAIProvider
+
+        await check_reachable(model)
 
         provider = OpenAIProvider(
             name=model.name,

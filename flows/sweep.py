@@ -176,14 +176,20 @@ async def run_sweep(
     for cell in todo:
         by_model.setdefault(cell.model, []).append(cell)
     sweeps: list[ModelSweep] = []
-    if by_model:
-        async with open_runtime(config, by_model) as runtime:
-            known = store.known_cell_ids()
-            sweeps = [
-                ModelSweep(runtime, store, model, run_id, epoch, progress, known) for model in by_model
-            ]
-            await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
-    progress.finish()
+    try:
+        if by_model:
+            async with open_runtime(config, by_model) as runtime:
+                known = store.known_cell_ids()
+                sweeps = [
+                    ModelSweep(runtime, store, model, run_id, epoch, progress, known)
+                    for model in by_model
+                ]
+                await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
+    except Exception as exc:
+        store.append("runs", [_run_row(run_id, epoch, config, "end", note=f"aborted: {exc}"[:500])])
+        raise
+    finally:
+        progress.finish()
 
     graded = sum(s.graded for s in sweeps)
     failed = sum(s.failed for s in sweeps)

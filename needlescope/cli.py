@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -85,19 +86,21 @@ def run(
 
     SINK.append(RichProgress(console))
     try:
-        state = sweep(
-            str(config_path),
-            epoch=epoch,
-            warehouse=str(store.root),
-            only_context=only_context,
-            return_state=True,
+        state = asyncio.run(
+            sweep(
+                str(config_path),
+                epoch=epoch,
+                warehouse=str(store.root),
+                only_context=only_context,
+                return_state=True,
+            )
         )
     finally:
         SINK.clear()
     summary = _state_summary(state)
     if summary is None:
         raise fail(_state_error(state))
-    console.print_json(json.dumps(summary))
+    sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     if report and not only_context and summary["cells_graded"] + summary["cells_skipped"] > 0:
         _write_report(store.root, report_dir)
     if summary["cells_failed"]:

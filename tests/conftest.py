@@ -35,3 +35,28 @@ def write_config(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory):
+    """A real Prefect server on 127.0.0.1 for this session: (api_url, prefect_home)."""
+    from tests.support.prefect_server import prefect_server
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    with prefect_server(home) as api:
+        yield api, home
+
+
+@pytest.fixture
+def cli(prefect_api, tmp_path: Path):
+    """Run `needlescope …` in a subprocess against the session's Prefect server."""
+    from tests.support.prefect_server import cli_env, run_cli
+
+    api, home = prefect_api
+    env = cli_env(home, api)
+
+    def invoke(*args: str, timeout_s: float = 900, extra_env: dict[str, str] | None = None):
+        return run_cli(list(args), {**env, **(extra_env or {})}, tmp_path, timeout_s)
+
+    invoke.env = env  # type: ignore[attr-defined]
+    return invoke
