@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from needlescope.tasks.query import ACTIVE_PROVIDERS
+
 from needlescope.cells import Cell
-from needlescope.config import FillerSpec, ModelConfig, SweepConfig, resolve_api_key
-from needlescope.errors import ProviderError
-from needlescope.fillers import Filler, make_filler
+from needlescope.config import ModelConfig, SweepConfig, resolve_api_key
+from needlescope.errors import LengthError, ProviderError
+from needlescope.fillers import Filler, filler_from_spec
 from needlescope.haystack import measure_text
 from needlescope.probes import recall
 from needlescope.providers.base import CONNECTION, Message, Provider
-from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
 CONTEXT_MARGIN = 16
@@ -29,16 +30,6 @@ def current_runtime() -> SweepRuntime:
     if not _CURRENT:
         raise RuntimeError("no sweep is running in this process")
     return _CURRENT[-1]
-
-
-def filler_from_spec(spec: FillerSpec) -> Filler:
-    if spec.kind == "pattern":
-        return make_filler("pattern", pattern=spec.pattern)
-    if spec.kind == "noise":
-        return make_filler("noise", seed=spec.seed)
-    if spec.kind == "prose":
-        return make_filler("prose", language=spec.language, seed=spec.seed)
-    return make_filler("corpus", path=spec.path, scrub_digits=spec.scrub_digits)
 
 
 def context_window(model: ModelConfig) -> int | None:
@@ -63,6 +54,13 @@ def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
         return window
     need = max(c.length + recall.answer_budget(c, model.generation.max_tokens) for c in cells)
     return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
+
+
+@dataclass
+class Built:
+    contexts: list[recall.RecallContext] = field(default_factory=list)
+    # Cells whose target length cannot hold even their instructions: dropped with a note.
+    unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,15 +94,20 @@ class SweepRuntime:
 
         return by_tokens
 
-    async def build_contexts(self, model: str, cells: list[Cell]) -> list[recall.RecallContext]:
+    async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
         max_tokens = self.config.model(model).generation.max_tokens
-        built = []
+        built = Built()
         for cell in cells:
             filler, kind = self.filler(cell.filler)
             measure = self.measure(model, cell.length_unit)
-            built.append(
-                await recall.build_context(cell, filler, kind, measure, max_tokens=max_tokens)
-            )
+            try:
+                context = await recall.build_context(
+                    cell, filler, kind, measure, max_tokens=max_tokens
+                )
+            except LengthError as exc:
+                built.unbuildable.append((cell, str(exc)))
+            else:
+                built.contexts.append(context)
         return built
 
     async def haystack_length(self, model: str, context: recall.RecallContext) -> int | None:
@@ -126,7 +129,9 @@ async def check_reachable(model: ModelConfig, timeout_s: float = 10.0) -> None:
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
     except (OSError, TimeoutError) as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        reason = (
+            "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
+        )
         raise ProviderError(
             CONNECTION, f"model {model.name}: cannot reach {model.base_url}: {reason}"
         ) from None

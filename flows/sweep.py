@@ -11,21 +11,21 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from needlescope.flows.progress import SINK, LogProgress, ProgressSink
+from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
+from needlescope.tasks.grade import grade_answers, persist
+from needlescope.tasks.prepare import build_prompts
+from needlescope.tasks.query import ATTEMPTS, query_model
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse, default_root
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
 from needlescope.cells import Cell, default_epoch, expand_grid
 from needlescope.config import SweepConfig, load_config
-from needlescope.flows.progress import SINK, LogProgress, ProgressSink
-from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import ChatRequest, Reply
-from needlescope.tasks.grade import grade_answers, persist
-from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import ATTEMPTS, query_model
-from needlescope.warehouse import rows as row_builders
-from needlescope.warehouse.store import Warehouse, default_root
 
 
 def new_run_id() -> str:
@@ -39,7 +39,11 @@ def chunked(items: list[Cell], size: int) -> Iterator[list[Cell]]:
 
 def request_for(context: RecallContext, config: SweepConfig) -> ChatRequest:
     generation = config.model(context.cell.model).generation
-    extra = {k: v for k, v in {"top_p": generation.top_p, "seed": generation.seed}.items() if v is not None}
+    extra = {
+        k: v
+        for k, v in {"top_p": generation.top_p, "seed": generation.seed}.items()
+        if v is not None
+    }
     return ChatRequest(
         messages=context.messages,
         max_tokens=context.max_tokens,
@@ -76,13 +80,20 @@ class ModelSweep:
             tags=[f"needlescope-provider:{model_config.provider}", f"needlescope-model:{model}"],
         )
         self.limit = asyncio.Semaphore(model_config.concurrency)
-        self.graded = self.failed = 0
+        self.graded = self.failed = self.dropped = 0
+        self.logger = get_run_logger()
 
     async def run(self, cells: list[Cell], only_context: bool) -> None:
         size = self.runtime.config.batch_size
         for batch in chunked(cells, size):
-            contexts = await build_prompts(self.model, batch)
-            await self._store_cells(contexts, keep_prompt=only_context or self.runtime.config.save_prompts)
+            built = await build_prompts(self.model, batch)
+            for cell, reason in built.unbuildable:
+                self.logger.warning("cell %s dropped: %s", cell.label, reason)
+            self.dropped += len(built.unbuildable)
+            contexts = built.contexts
+            await self._store_cells(
+                contexts, keep_prompt=only_context or self.runtime.config.save_prompts
+            )
             if not only_context:
                 await self._query_and_grade(contexts)
 
@@ -117,7 +128,9 @@ class ModelSweep:
                 return_state=True,
             )
         outcome = await state.result(raise_on_failure=False)
-        return outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
+        return (
+            outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
+        )
 
     async def _query_and_grade(self, contexts: list[RecallContext]) -> None:
         outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
@@ -130,7 +143,9 @@ class ModelSweep:
         self.progress.advance(len(rows) - failed, failed)
 
 
-def _run_row(run_id: str, epoch: str, config: SweepConfig, event: str, **counts: Any) -> dict[str, Any]:
+def _run_row(
+    run_id: str, epoch: str, config: SweepConfig, event: str, **counts: Any
+) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "epoch": epoch,
@@ -166,9 +181,26 @@ async def run_sweep(
     skipped = len(kept) - len(todo)
     store.append(
         "runs",
-        [_run_row(run_id, epoch, config, "start", cells_total=len(cells), cells_skipped=skipped, cells_dropped=dropped)],
+        [
+            _run_row(
+                run_id,
+                epoch,
+                config,
+                "start",
+                cells_total=len(cells),
+                cells_skipped=skipped,
+                cells_dropped=dropped,
+            )
+        ],
     )
-    logger.info("run %s, epoch %s: %d cells, %d to do, warehouse %s", run_id, epoch, len(cells), len(todo), store.root)
+    logger.info(
+        "run %s, epoch %s: %d cells, %d to do, warehouse %s",
+        run_id,
+        epoch,
+        len(cells),
+        len(todo),
+        store.root,
+    )
     progress = SINK[-1] if SINK else LogProgress(logger)
     progress.start(len(todo), skipped)
 
@@ -191,6 +223,7 @@ async def run_sweep(
     finally:
         progress.finish()
 
+    dropped += sum(s.dropped for s in sweeps)
     graded = sum(s.graded for s in sweeps)
     failed = sum(s.failed for s in sweeps)
     summary = {
@@ -206,8 +239,19 @@ async def run_sweep(
     }
     store.append(
         "runs",
-        [_run_row(run_id, epoch, config, "end", cells_total=len(cells), cells_skipped=skipped,
-                  cells_dropped=dropped, cells_graded=graded, cells_failed=failed)],
+        [
+            _run_row(
+                run_id,
+                epoch,
+                config,
+                "end",
+                cells_total=len(cells),
+                cells_skipped=skipped,
+                cells_dropped=dropped,
+                cells_graded=graded,
+                cells_failed=failed,
+            )
+        ],
     )
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)

@@ -1,7 +1,8 @@
-"""Grid cells: the unit of work. A cell id hashes everything that changes the prompt or the answer."""
+"""Grid cells, the unit of work: a cell id hashes everything that changes prompt or answer."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from needlescope.config import RecallProbe, SweepConfig
+from needlescope.config import FillerSpec, RecallProbe, SweepConfig
+from needlescope.fillers import filler_from_spec
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
 ID_VERSION = 1
@@ -89,6 +91,12 @@ def _unit_suffix(unit: str) -> str:
     return {"tokens": "tok", "bytes": "B", "chars": "ch"}[unit]
 
 
+@functools.cache
+def _filler_identity(spec: FillerSpec) -> str:
+    """The filler's own description: generator versions and corpus content, not its path."""
+    return canonical_json(filler_from_spec(spec).describe())
+
+
 def _recall_cells(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
     params = canonical_json({"digits": probe.digits, "snap": probe.snap})
     axes = itertools.product(
@@ -109,7 +117,7 @@ def _recall_cells(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
             probe="recall",
             probe_params=params,
             filler=filler,
-            filler_spec=canonical_json(config.filler_spec(filler).model_dump(mode="json")),
+            filler_spec=_filler_identity(config.filler_spec(filler)),
             placement=placement,
             region=region,
             prompt_version=prompt,

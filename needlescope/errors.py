@@ -44,3 +44,7 @@ def _rebuild_provider_error(
     return ProviderError(
         kind, message, retryable=retryable, status=status, retry_after_s=retry_after_s
     )
+
+
+class LengthError(NeedlescopeError, ValueError):
+    """A cell's target length cannot be met (its instructions alone are longer)."""

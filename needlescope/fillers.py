@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from pathlib import Path
 from random import Random
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from needlescope.config import FillerSpec
 
 Language = Literal["en", "zh"]
 FILLER_KINDS = ("pattern", "noise", "prose", "corpus")
@@ -597,3 +600,15 @@ def make_filler(kind: str, **params: Any) -> Filler:
         return factories[kind](**params)
     except TypeError as exc:
         raise ValueError(f"filler {kind!r}: {exc}") from None
+
+
+def filler_from_spec(spec: FillerSpec) -> Filler:
+    """The filler a config's filler definition describes."""
+    if spec.kind == "pattern":
+        return PatternFiller(spec.pattern)
+    if spec.kind == "noise":
+        return NoiseFiller(spec.seed)
+    if spec.kind == "prose":
+        return SyntheticProseFiller(spec.language, spec.seed)
+    assert spec.path is not None  # the config validates this
+    return CorpusFiller(spec.path, scrub_digits=spec.scrub_digits)

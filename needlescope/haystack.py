@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from needlescope.errors import LengthError
+
 Region = tuple[float, float]
 Regions = tuple[Region, ...]
 Placement = Literal["even", "random"]
@@ -287,7 +289,7 @@ class _Search:
         self.calls += 1
         if n == 0:
             if value > self.target:
-                raise ValueError(
+                raise LengthError(
                     f"instructions alone are {value} units,"
                     f" more than the target length {self.target}"
                 )

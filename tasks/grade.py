@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse
 from prefect import task
 from prefect.runtime import task_run
 
 from needlescope.grading import grade_recall
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import Reply
-from needlescope.warehouse import rows as row_builders
-from needlescope.warehouse.store import Warehouse
 
 
 def _grade_name() -> str:

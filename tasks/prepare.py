@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from needlescope.flows.runtime import Built, current_runtime
 from prefect import task
 from prefect.runtime import task_run
 
 from needlescope.cells import Cell
-from needlescope.probes.recall import RecallContext
 
 
 def _batch_name() -> str:
@@ -15,7 +15,5 @@ def _batch_name() -> str:
 
 
 @task(name="build-prompts", task_run_name=_batch_name)
-async def build_prompts(model: str, cells: list[Cell]) -> list[RecallContext]:
-    from needlescope.flows.runtime import current_runtime
-
+async def build_prompts(model: str, cells: list[Cell]) -> Built:
     return await current_runtime().build_contexts(model, cells)

@@ -21,7 +21,8 @@ ATTEMPTS: Counter[str] = Counter()
 
 def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     # The warehouse id keeps two warehouses (e.g. two test runs) from sharing answers.
-    return f"needlescope-query-{parameters['warehouse_id']}-{parameters['epoch']}-{parameters['cell_id']}"
+    warehouse, epoch, cell = (parameters[k] for k in ("warehouse_id", "epoch", "cell_id"))
+    return f"needlescope-query-{warehouse}-{epoch}-{cell}"
 
 
 def is_retryable(task: Any, task_run: TaskRun, state: State) -> bool:

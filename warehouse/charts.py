@@ -10,15 +10,21 @@ ACCURACY_SCALE = alt.Scale(domain=[0, 100])
 
 def _series(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
-        (pl.col("model") + " · " + pl.col("needle_count").cast(pl.Utf8) + " needles").alias("series")
+        (pl.col("model") + " · " + pl.col("needle_count").cast(pl.Utf8) + " needles").alias(
+            "series"
+        )
     )
 
 
 def accuracy_by_length(frame: pl.DataFrame) -> alt.Chart:
     """Mean accuracy (parsed answers only) by length, one line per model and needle count."""
     data = _series(frame.filter(pl.col("graded") > 0)).with_columns(
-        (pl.col("mean_accuracy") - pl.col("ci95_half_width").fill_null(0)).clip(0, 100).alias("low"),
-        (pl.col("mean_accuracy") + pl.col("ci95_half_width").fill_null(0)).clip(0, 100).alias("high"),
+        (pl.col("mean_accuracy") - pl.col("ci95_half_width").fill_null(0))
+        .clip(0, 100)
+        .alias("low"),
+        (pl.col("mean_accuracy") + pl.col("ci95_half_width").fill_null(0))
+        .clip(0, 100)
+        .alias("high"),
     )
     base = alt.Chart(data).encode(
         x=alt.X("length:Q", title="context length"),
@@ -51,8 +57,12 @@ def parse_failures_by_length(frame: pl.DataFrame) -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("length:Q", title="context length"),
-            y=alt.Y("parse_failure_rate:Q", title="JSON parse failures", axis=alt.Axis(format="%"),
-                    scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y(
+                "parse_failure_rate:Q",
+                title="JSON parse failures",
+                axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1]),
+            ),
             color=alt.Color("series:N", title="model · needles"),
             tooltip=["model:N", "length:Q", "needle_count:Q", "answers:Q", "parse_failures:Q"],
         )

@@ -11,7 +11,6 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 import vl_convert as vlc
-
 from needlescope.warehouse import charts, stats
 from needlescope.warehouse.store import Warehouse
 
@@ -50,7 +49,9 @@ def _table(frame: pl.DataFrame, float_digits: int = 2) -> str:
             elif isinstance(value, int):
                 cells.append(f"<td>{value}</td>")
             else:
-                cells.append(f"<td class='t'>{html.escape('' if value is None else str(value))}</td>")
+                cells.append(
+                    f"<td class='t'>{html.escape('' if value is None else str(value))}</td>"
+                )
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -80,12 +81,25 @@ def write_report(root: Path, out: Path) -> Path:
         specs[name] = chart.to_dict()
         sections.append(f"<div class='chart' id='{name}'></div>")
     summary_columns = [
-        "model", "length", "length_unit", "needle_count", "filler", "prompt_version", "answers",
-        "parse_failures", "errors", "mean_accuracy", "median_accuracy", "min_accuracy",
-        "max_accuracy", "mean_latency_s",
+        "model",
+        "length",
+        "length_unit",
+        "needle_count",
+        "filler",
+        "prompt_version",
+        "answers",
+        "parse_failures",
+        "errors",
+        "mean_accuracy",
+        "median_accuracy",
+        "min_accuracy",
+        "max_accuracy",
+        "mean_latency_s",
     ]
     body = ["<h2>Recall</h2>", *sections, "<h3>Accuracy by length</h3>"]
-    body.append(_table(by_length.select(summary_columns)) if by_length.height else "<p>No answers yet.</p>")
+    body.append(
+        _table(by_length.select(summary_columns)) if by_length.height else "<p>No answers yet.</p>"
+    )
     if errors.height:
         body += ["<h3>Failed cells by error kind</h3>", _table(errors)]
     body += ["<h2>Runs</h2>", _table(runs)]

@@ -56,7 +56,9 @@ def cell_row(
     }
 
 
-def _answer_base(context: RecallContext, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
+def _answer_base(
+    context: RecallContext, run_id: str, epoch: str, attempts: int | None
+) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "epoch": epoch,
@@ -99,7 +101,11 @@ def graded_row(
 
 
 def error_row(
-    context: RecallContext, error: BaseException, run_id: str, epoch: str, attempts: int | None = None
+    context: RecallContext,
+    error: BaseException,
+    run_id: str,
+    epoch: str,
+    attempts: int | None = None,
 ) -> dict[str, Any]:
     kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
     message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"

@@ -15,9 +15,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"
@@ -118,7 +118,8 @@ class Warehouse:
         data = pa.Table.from_pylist(records, schema=schema)
         folder = self.parquet.joinpath(table, *(slug(p) for p in parts))
         self._seq += 1
-        name = f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{os.getpid()}-{self._seq:05d}-{uuid.uuid4().hex[:8]}"
+        stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+        name = f"{stamp}-{os.getpid()}-{self._seq:05d}-{uuid.uuid4().hex[:8]}"
         target = folder / f"{name}.parquet"
         try:
             folder.mkdir(parents=True, exist_ok=True)

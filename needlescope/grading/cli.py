@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from needlescope.errors import NeedlescopeError
-from needlescope.grading.recall import grade_recall, hallucinations, lcs_anchors, needle_outcomes
 from needlescope.grading.recall import duplicates as duplicate_copies
+from needlescope.grading.recall import grade_recall, hallucinations, lcs_anchors, needle_outcomes
 
 
 def expected_values(text: str) -> list[int]:
@@ -27,7 +27,9 @@ def expected_values(text: str) -> list[int]:
     else:
         raise NeedlescopeError("--expected must be a JSON object or list of numbers")
     if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise NeedlescopeError("--expected must hold at least one integer needle, and only integers")
+        raise NeedlescopeError(
+            "--expected must hold at least one integer needle, and only integers"
+        )
     return values
 
 
@@ -50,7 +52,9 @@ def grade_recall_answer(expected_text: str, answer: str) -> dict[str, Any]:
         answered = list(grade.answered)
         anchors = lcs_anchors(expected, answered)
         result["needles"] = [o._asdict() for o in needle_outcomes(expected, answered, anchors)]
-        result["hallucinations"] = [h._asdict() for h in hallucinations(expected, answered, anchors)]
+        result["hallucinations"] = [
+            h._asdict() for h in hallucinations(expected, answered, anchors)
+        ]
         result["duplicates"] = [
             {**d._asdict(), "needle_indices": list(d.needle_indices)}
             for d in duplicate_copies(expected, answered, anchors)

@@ -1,4 +1,4 @@
-"""The recall probe: N distinct k-digit numbers hidden in a haystack, to be listed in order as JSON."""
+"""The recall probe: N distinct k-digit numbers in a haystack, to be listed in order as JSON."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class RecallContext:
 
 
 def draw_needles(cell: Cell) -> Needles:
-    """Distinct k-digit values and their positions, from the cell's seed alone (model-independent)."""
+    """Distinct k-digit values and their positions from the cell's seed (same for every model)."""
     digits = int(cell.params()["digits"])
     rng = random.Random(cell.rng_seed)
     values = tuple(rng.sample(range(10 ** (digits - 1), 10**digits), cell.needle_count))
@@ -59,11 +59,13 @@ def snap_mode(cell: Cell, filler_kind: str) -> str:
     snap = str(cell.params()["snap"])
     if snap != "auto":
         return snap
-    # The seed inserts raw into the `a|` pattern; in words, a number glued to a word reads as a typo.
+    # The seed inserts raw into the `a|` pattern; glued to a word, a number reads as a typo.
     return "char" if filler_kind == "pattern" else "word"
 
 
-def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> tuple[str, str, tuple[int, ...]]:
+def render(
+    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int
+) -> tuple[str, str, tuple[int, ...]]:
     """The prompt text around ``filler_chars`` characters of filler: (prompt, haystack, offsets)."""
     needles = draw_needles(cell)
     inserted = insert_needles(

@@ -16,7 +16,9 @@ AUTH = "auth"
 BAD_RESPONSE = "bad_response"
 EMPTY_RESPONSE = "empty_response"
 
-RETRYABLE_KINDS = frozenset({RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_RESPONSE})
+RETRYABLE_KINDS = frozenset(
+    {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_RESPONSE}
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class ChatRequest:
     messages: tuple[Message, ...]
     max_tokens: int | None = None
     temperature: float | None = None
-    # Provider-specific generation settings passed through verbatim (top_p, seed, reasoning_effort…).
+    # Provider-specific settings passed through verbatim (top_p, seed, reasoning_effort…).
     extra: dict[str, Any] = field(default_factory=dict)
 
 

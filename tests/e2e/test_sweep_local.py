@@ -1,4 +1,4 @@
-"""The whole pipeline on the real local model under a real Prefect server: the issue's 'done means'."""
+"""The whole pipeline on the real local model under a real Prefect server."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from needlescope.warehouse.store import Warehouse
 
 from needlescope.cells import expand_grid
 from needlescope.config import load_config
-from needlescope.flows.runtime import filler_from_spec
+from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
-from needlescope.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.e2e
 
@@ -51,13 +51,35 @@ def answer_files(store: Warehouse) -> list[Path]:
 def test_sweep_rerun_and_new_epoch(cli, write_config, tmp_path: Path) -> None:
     config = write_config(TINY)
     wh = tmp_path / "wh"
-    first = cli("run", str(config), "--warehouse", str(wh), "--epoch", "e1", "--report-dir", str(tmp_path / "rep"))
+    first = cli(
+        "run",
+        str(config),
+        "--warehouse",
+        str(wh),
+        "--epoch",
+        "e1",
+        "--report-dir",
+        str(tmp_path / "rep"),
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     store = Warehouse(wh)
-    results = rows(store, "SELECT cell_id, error_kind, parse_ok, prompt_tokens, planned_tokens, length, "
-                          "length_unit, haystack_length, response FROM results WHERE epoch = 'e1'")
+    results = rows(
+        store,
+        "SELECT cell_id, error_kind, parse_ok, prompt_tokens, planned_tokens, length, "
+        "length_unit, haystack_length, response FROM results WHERE epoch = 'e1'",
+    )
     assert len(results) == 4
-    for _, error_kind, parse_ok, prompt_tokens, planned, length, unit, haystack, response in results:
+    for (
+        _,
+        error_kind,
+        parse_ok,
+        prompt_tokens,
+        planned,
+        length,
+        unit,
+        haystack,
+        response,
+    ) in results:
         assert error_kind is None
         assert parse_ok is not None and response is not None
         assert unit == "tokens"
@@ -78,15 +100,28 @@ def test_sweep_rerun_and_new_epoch(cli, write_config, tmp_path: Path) -> None:
 
     third = cli("run", str(config), "--warehouse", str(wh), "--epoch", "e2", "--no-report")
     assert third.returncode == 0, third.stderr[-3000:]
-    assert rows(store, "SELECT epoch, count(*) FROM results GROUP BY epoch ORDER BY epoch") == [("e1", 4), ("e2", 4)]
+    assert rows(store, "SELECT epoch, count(*) FROM results GROUP BY epoch ORDER BY epoch") == [
+        ("e1", 4),
+        ("e2", 4),
+    ]
 
-    by_length = cli("sql", "SELECT length, needle_count, answers, parse_failures FROM accuracy_by_length "
-                    "ORDER BY length, needle_count", "--warehouse", str(wh), "--format", "json")
+    by_length = cli(
+        "sql",
+        "SELECT length, needle_count, answers, parse_failures FROM accuracy_by_length "
+        "ORDER BY length, needle_count",
+        "--warehouse",
+        str(wh),
+        "--format",
+        "json",
+    )
     assert by_length.returncode == 0, by_length.stderr
     table = json.loads(by_length.stdout)
     # Both epochs' answers: one per cell and epoch.
     assert [(r["length"], r["needle_count"], r["answers"]) for r in table] == [
-        (160, 1, 2), (160, 3, 2), (240, 1, 2), (240, 3, 2)
+        (160, 1, 2),
+        (160, 3, 2),
+        (240, 1, 2),
+        (240, 3, 2),
     ]
 
 
@@ -96,7 +131,13 @@ def test_prompts_rebuild_exactly_from_their_cells(cli, write_config, tmp_path: P
     done = cli("run", str(config_path), "--warehouse", str(wh), "--only-context")
     assert done.returncode == 0, done.stderr[-3000:]
     store = Warehouse(wh)
-    stored = {r[0]: r[1:] for r in rows(store, "SELECT cell_id, filler_chars, prompt_length, prompt_sha256, prompt_text FROM cells")}
+    stored = {
+        r[0]: r[1:]
+        for r in rows(
+            store,
+            "SELECT cell_id, filler_chars, prompt_length, prompt_sha256, prompt_text FROM cells",
+        )
+    }
     assert rows(store, "SELECT count(*) FROM answers")[0][0] == 0
     config = load_config(config_path)
     cells = expand_grid(config)
@@ -104,21 +145,40 @@ def test_prompts_rebuild_exactly_from_their_cells(cli, write_config, tmp_path: P
     for cell in cells:
         filler_chars, prompt_length, sha, text = stored[cell.cell_id]
         spec = config.filler_spec(cell.filler)
-        context = recall.rebuild(cell, filler_from_spec(spec), spec.kind, filler_chars, prompt_length)
+        context = recall.rebuild(
+            cell, filler_from_spec(spec), spec.kind, filler_chars, prompt_length
+        )
         assert context.prompt_sha256 == sha
         assert context.prompt_text == text
 
 
-def test_killed_sweep_resumes_and_finishes_every_cell_once(cli, write_config, tmp_path: Path) -> None:
-    config = write_config(TINY.replace("needle_counts: [1, 3]", "needle_counts: [1, 2, 3]") + "batch_size: 1\n")
+def test_killed_sweep_resumes_and_finishes_every_cell_once(
+    cli, write_config, tmp_path: Path
+) -> None:
+    config = write_config(
+        TINY.replace("needle_counts: [1, 3]", "needle_counts: [1, 2, 3]") + "batch_size: 1\n"
+    )
     wh = tmp_path / "wh"
     store = Warehouse(wh)
     from tests.support.prefect_server import BIN
 
     process = subprocess.Popen(
-        [str(BIN / "needlescope"), "run", str(config), "--warehouse", str(wh), "--epoch", "crash", "--no-report"],
-        env=cli.env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(BIN / "needlescope"),
+            "run",
+            str(config),
+            "--warehouse",
+            str(wh),
+            "--epoch",
+            "crash",
+            "--no-report",
+        ],
+        env=cli.env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 600
     while not (store.parquet.exists() and len(answer_files(store)) >= 2):
@@ -132,7 +192,11 @@ def test_killed_sweep_resumes_and_finishes_every_cell_once(cli, write_config, tm
 
     resumed = cli("run", str(config), "--warehouse", str(wh), "--epoch", "crash", "--no-report")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    per_cell = rows(store, "SELECT cell_id, count(*) FROM answers WHERE epoch = 'crash' AND error_kind IS NULL GROUP BY cell_id")
+    per_cell = rows(
+        store,
+        "SELECT cell_id, count(*) FROM answers "
+        "WHERE epoch = 'crash' AND error_kind IS NULL GROUP BY cell_id",
+    )
     assert len(per_cell) == 6
     assert all(count == 1 for _, count in per_cell)
     assert not list(wh.rglob("*.partial"))

@@ -1,4 +1,4 @@
-"""A real `prefect server` on 127.0.0.1 for the test session, and a way to run the CLI against it."""
+"""A real `prefect server` on 127.0.0.1 for the test session, and the CLI run against it."""
 
 from __future__ import annotations
 
@@ -55,7 +55,9 @@ def prefect_server(home: Path, timeout_s: float = 180) -> Iterator[str]:
         deadline = time.monotonic() + timeout_s
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{api}/health", timeout=2) as response:
                     if response.status == 200:
@@ -83,7 +85,9 @@ def cli_env(prefect_home: Path, api_url: str) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], env: dict[str, str], cwd: Path, timeout_s: float = 900
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "needlescope"), *args],
         env=env,

@@ -46,15 +46,21 @@ def test_context_is_shared_across_models_but_cells_are_not() -> None:
 
 def test_id_ignores_concurrency_and_urls_but_not_generation() -> None:
     base_ids = {c.cell_id for c in expand_grid(parse_config(BASE))}
-    tweaked = {**BASE, "models": [
-        {"name": "a", "provider": "local", "concurrency": 9, "timeout_s": 5},
-        {"name": "b", "provider": "openai", "base_url": "http://10.0.0.1:2/v1", "model": "x"},
-    ]}
+    tweaked = {
+        **BASE,
+        "models": [
+            {"name": "a", "provider": "local", "concurrency": 9, "timeout_s": 5},
+            {"name": "b", "provider": "openai", "base_url": "http://10.0.0.1:2/v1", "model": "x"},
+        ],
+    }
     assert {c.cell_id for c in expand_grid(parse_config(tweaked))} == base_ids
-    hotter = {**BASE, "models": [
-        {"name": "a", "provider": "local", "generation": {"temperature": 0.7}},
-        BASE["models"][1],
-    ]}
+    hotter = {
+        **BASE,
+        "models": [
+            {"name": "a", "provider": "local", "generation": {"temperature": 0.7}},
+            BASE["models"][1],
+        ],
+    }
     changed = {c.cell_id for c in expand_grid(parse_config(hotter)) if c.model == "a"}
     assert changed.isdisjoint(base_ids)
 

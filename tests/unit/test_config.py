@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from needlescope.config import load_config, parse_config, resolve_api_key
 from needlescope.errors import ConfigError
@@ -32,7 +33,7 @@ def test_good_config_has_defaults(write_config) -> None:
 
 def test_config_is_frozen(write_config) -> None:
     config = load_config(write_config(GOOD))
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.name = "other"  # type: ignore[misc]
 
 
@@ -41,10 +42,16 @@ def test_config_is_frozen(write_config) -> None:
     [
         ("name: t\nmodels: [\n", "invalid YAML at line"),
         ("- just\n- a list\n", "top level must be a mapping"),
-        (GOOD.replace("provider: local", "provider: nope"), "models.0.provider: unknown provider 'nope'"),
+        (
+            GOOD.replace("provider: local", "provider: nope"),
+            "models.0.provider: unknown provider 'nope'",
+        ),
         (GOOD.replace("lengths: [100, 200]", "lengths: [100, -5]"), "probes.0.recall.lengths.1"),
         (GOOD.replace("probe: recall", "probe: haystack9"), "probes.0"),
-        (GOOD.replace("needle_counts: [1, 2]", "needle_counts: []"), "probes.0.recall.needle_counts"),
+        (
+            GOOD.replace("needle_counts: [1, 2]", "needle_counts: []"),
+            "probes.0.recall.needle_counts",
+        ),
         (GOOD + "    digits: 1\n", "probes.0.recall.digits"),
         (GOOD + "    regions: ['0.5-0.2']\n", "probes.0.recall.regions"),
         (GOOD + "    fillers: [nothere]\n", "unknown filler 'nothere'"),
@@ -53,7 +60,10 @@ def test_config_is_frozen(write_config) -> None:
         (GOOD.replace("name: t", "name: 'bad name!'"), "name:"),
         (GOOD.replace("provider: local", "provider: openai"), "needs base_url"),
         (
-            GOOD.replace("  - name: m\n    provider: local", "  - name: m\n    provider: local\n  - name: m\n    provider: local"),
+            GOOD.replace(
+                "  - name: m\n    provider: local",
+                "  - name: m\n    provider: local\n  - name: m\n    provider: local",
+            ),
             "model names must be unique",
         ),
     ],
@@ -77,7 +87,15 @@ def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
     config = parse_config(
         {
             "name": "t",
-            "models": [{"name": "g", "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "x", "api_key_env": "NS_TEST_KEY"}],
+            "models": [
+                {
+                    "name": "g",
+                    "provider": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": "x",
+                    "api_key_env": "NS_TEST_KEY",
+                }
+            ],
             "probes": [{"probe": "recall", "lengths": [10], "needle_counts": [1]}],
         }
     )
@@ -93,7 +111,7 @@ def test_bad_config_fails_before_prefect_is_imported(write_config) -> None:
         "import sys\n"
         "from needlescope.cli import app\n"
         "try:\n"
-        f"    app([\"run\", {str(bad)!r}])\n"
+        f'    app(["run", {str(bad)!r}])\n'
         "except SystemExit as exit:\n"
         "    assert 'prefect' not in sys.modules, 'prefect was imported'\n"
         "    sys.exit(exit.code)\n"

@@ -6,25 +6,44 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from needlescope.errors import WarehouseError
 from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
+
+from needlescope.errors import WarehouseError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def cell(cell_id: str, **extra: object) -> dict[str, object]:
     return {
-        "cell_id": cell_id, "context_id": "ctx", "run_id": "r1", "created_at": NOW, "model": "m",
-        "probe": "recall", "filler": "pattern", "length": 100, "length_unit": "tokens",
-        "needle_count": 2, "repeat": 0, "expected": "[1111, 2222]", **extra,
+        "cell_id": cell_id,
+        "context_id": "ctx",
+        "run_id": "r1",
+        "created_at": NOW,
+        "model": "m",
+        "probe": "recall",
+        "filler": "pattern",
+        "length": 100,
+        "length_unit": "tokens",
+        "needle_count": 2,
+        "repeat": 0,
+        "expected": "[1111, 2222]",
+        **extra,
     }
 
 
-def answer(cell_id: str, epoch: str = "e1", at: datetime = NOW, **extra: object) -> dict[str, object]:
-    return {"run_id": "r1", "epoch": epoch, "cell_id": cell_id, "model": "m", "probe": "recall",
-            "answered_at": at, **extra}
+def answer(
+    cell_id: str, epoch: str = "e1", at: datetime = NOW, **extra: object
+) -> dict[str, object]:
+    return {
+        "run_id": "r1",
+        "epoch": epoch,
+        "cell_id": cell_id,
+        "model": "m",
+        "probe": "recall",
+        "answered_at": at,
+        **extra,
+    }
 
 
 def test_views_work_on_an_empty_warehouse(tmp_path: Path) -> None:
@@ -37,7 +56,9 @@ def test_results_prefer_graded_answer_over_failures(tmp_path: Path) -> None:
     store = Warehouse(tmp_path).ensure()
     store.append("cells", [cell("c1"), cell("c2")])
     store.append("answers", [answer("c1", error_kind="timeout", error="slow")])
-    store.append("answers", [answer("c1", at=NOW + timedelta(seconds=1), parse_ok=True, accuracy=50.0)])
+    store.append(
+        "answers", [answer("c1", at=NOW + timedelta(seconds=1), parse_ok=True, accuracy=50.0)]
+    )
     store.append("answers", [answer("c1", at=NOW + timedelta(seconds=2), error_kind="timeout")])
     store.append("answers", [answer("c2", error_kind="server_error", error="503")])
     con = store.connect()
@@ -54,7 +75,10 @@ def test_epochs_are_separate_rows(tmp_path: Path) -> None:
     store.append("answers", [answer("c1", "e1", parse_ok=True, accuracy=100.0)])
     store.append("answers", [answer("c1", "e2", parse_ok=True, accuracy=0.0)])
     con = store.connect()
-    assert sorted(con.sql("SELECT epoch, accuracy FROM results").fetchall()) == [("e1", 100.0), ("e2", 0.0)]
+    assert sorted(con.sql("SELECT epoch, accuracy FROM results").fetchall()) == [
+        ("e1", 100.0),
+        ("e2", 0.0),
+    ]
 
 
 def test_duplicate_cell_rows_are_collapsed(tmp_path: Path) -> None:
@@ -69,7 +93,9 @@ def test_duplicate_cell_rows_are_collapsed(tmp_path: Path) -> None:
 
 def test_files_match_the_schema_and_no_partials_remain(tmp_path: Path) -> None:
     store = Warehouse(tmp_path).ensure()
-    path = store.append("answers", [answer("c1", parse_ok=False, parse_error="no JSON")], parts=["recall", "a/b c"])
+    path = store.append(
+        "answers", [answer("c1", parse_ok=False, parse_error="no JSON")], parts=["recall", "a/b c"]
+    )
     assert path is not None and path.parent.name == "a_b_c"
     assert pq.read_schema(path).equals(TABLES["answers"], check_metadata=False)
     assert not list(tmp_path.rglob("*.partial"))
@@ -77,7 +103,11 @@ def test_files_match_the_schema_and_no_partials_remain(tmp_path: Path) -> None:
 
 def test_orphaned_partial_of_dead_writer_is_removed(tmp_path: Path) -> None:
     store = Warehouse(tmp_path).ensure()
-    orphan = store.parquet / "answers" / ".20260101T000000000000-999999999-00001-deadbeef.parquet.partial"
+    orphan = (
+        store.parquet
+        / "answers"
+        / ".20260101T000000000000-999999999-00001-deadbeef.parquet.partial"
+    )
     orphan.write_bytes(b"PAR1 half a file")
     Warehouse(tmp_path).ensure()
     assert not orphan.exists()
