@@ -31,7 +31,7 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy needlescope
+	$(BIN)/mypy needlescope flows tasks warehouse
 
 bench: setup
 	$(BIN)/python bench/run_all.py

@@ -127,7 +127,7 @@ class ModelSweep:
                 request_for(context, self.runtime.config),
                 return_state=True,
             )
-        outcome = await state.result(raise_on_failure=False)
+        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
         return (
             outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
         )

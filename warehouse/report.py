@@ -38,6 +38,12 @@ for (const [id, spec] of Object.entries(specs)) {{
 """
 
 
+def vega_bundle() -> str:
+    """Vega, Vega-Lite and vega-embed in one script, at the Vega-Lite version of Altair's specs."""
+    major, minor = alt.SCHEMA_VERSION.lstrip("v").split(".")[:2]
+    return str(vlc.javascript_bundle(None, vl_version=f"v{major}_{minor}"))  # type: ignore[arg-type]
+
+
 def _table(frame: pl.DataFrame, float_digits: int = 2) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
     body = []
@@ -104,7 +110,7 @@ def write_report(root: Path, out: Path) -> Path:
         body += ["<h3>Failed cells by error kind</h3>", _table(errors)]
     body += ["<h2>Runs</h2>", _table(runs)]
     page = PAGE.format(
-        bundle=vlc.javascript_bundle(),
+        bundle=vega_bundle(),
         warehouse=html.escape(str(Path(root).resolve())),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         version=version("needlescope"),
