@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -84,6 +85,8 @@ def run(
     from needlescope.flows.progress import SINK
     from needlescope.flows.sweep import sweep
 
+    # One line per finished cell would drown the progress bar; failures still show.
+    logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
     SINK.append(RichProgress(console))
     try:
         state = asyncio.run(

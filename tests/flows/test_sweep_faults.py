@@ -1,0 +1,171 @@
+"""Sweeps against a local OpenAI-compatible server: failures are rows, reruns ask only for them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from needlescope.warehouse.store import Warehouse
+from tests.support.openai_server import FakeOpenAIServer
+
+KEY = "sk-live-DO-NOT-LEAK-7f3a9c"
+
+
+def perfect_answer(body: dict[str, Any]) -> str:
+    """Answers with every needle of the prompt, in order: a model that never misses."""
+    prompt = body["messages"][-1]["content"]
+    haystack = prompt.split("<text>")[1].split("</text>")[0]
+    numbers = re.findall(r"(?<!\d)\d{4}(?!\d)", haystack)
+    return json.dumps({str(i + 1): int(n) for i, n in enumerate(numbers)})
+
+
+def config_text(base_url: str, *, retries: int = 0, extra_model: str = "") -> str:
+    return f"""
+name: faults
+seed: 5
+retry: {{retries: {retries}, backoff_s: [0]}}
+models:
+  - name: fake
+    provider: openai
+    base_url: {base_url}
+    model: fake-model
+    api_key_env: NS_FAKE_KEY
+    concurrency: 8
+{extra_model}
+probes:
+  - probe: recall
+    lengths: [400, 800, 1600]
+    length_unit: chars
+    needle_counts: [2, 4]
+    fillers: [pattern, noise]
+    repeats: 3
+"""
+
+
+def query(store: Warehouse, sql: str) -> list[tuple]:
+    con = store.connect()
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_failed_cells_are_kept_and_a_rerun_asks_only_for_them(
+    cli, write_config, tmp_path: Path
+) -> None:
+    wh = tmp_path / "wh"
+    env = {"NS_FAKE_KEY": KEY}
+    with FakeOpenAIServer(
+        perfect_answer, rates={"server_error": 0.3, "garbage": 0.1}, seed=3
+    ) as server:
+        config = write_config(config_text(server.base_url))
+        first = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report", extra_env=env)
+        assert first.returncode == 1, first.stderr[-2000:]
+        assert "cells failed" in first.stderr
+        store = Warehouse(wh)
+        failed = dict(query(store, "SELECT cell_id, error_kind FROM failed_cells"))
+        assert failed, "the fault rates should have failed some cells"
+        assert set(failed.values()) <= {"server_error", "bad_response"}
+        assert len(query(store, "SELECT * FROM results")) == 36
+        assert server.requests == 36  # retries: 0 — one request per cell
+
+        server.rates = {}
+        server.reset_counts()
+        second = cli(
+            "run", str(config), "-w", str(wh), "--epoch", "e", "--no-report", extra_env=env
+        )
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert server.requests == len(failed)
+    graded = query(
+        store,
+        "SELECT count(*), min(accuracy), count(DISTINCT cell_id) FROM results "
+        "WHERE error_kind IS NULL",
+    )
+    assert graded == [(36, 100.0, 36)]
+    per_cell = query(
+        store,
+        "SELECT max(n) FROM (SELECT count(*) n FROM answers "
+        "WHERE error_kind IS NULL GROUP BY cell_id)",
+    )
+    assert per_cell == [(1,)]
+    assert query(store, "SELECT count(*) FROM failed_cells") == [(0,)]
+
+
+def test_retries_recover_transient_faults(cli, write_config, tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(
+        perfect_answer, rates={"unavailable": 0.3, "reset": 0.1}, seed=9
+    ) as server:
+        config = write_config(config_text(server.base_url, retries=6))
+        done = cli("run", str(config), "-w", str(wh), "--no-report", extra_env={"NS_FAKE_KEY": KEY})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert server.requests > 36
+    store = Warehouse(wh)
+    assert query(
+        store, "SELECT count(*), sum(attempts) > 36 FROM results WHERE error_kind IS NULL"
+    ) == [(36, True)]
+
+
+def test_reply_without_json_is_a_parse_failure_not_an_error(
+    cli, write_config, tmp_path: Path
+) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(lambda body: "I could not find any numbers, sorry.") as server:
+        config = write_config(config_text(server.base_url))
+        done = cli("run", str(config), "-w", str(wh), "--no-report", extra_env={"NS_FAKE_KEY": KEY})
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = Warehouse(wh)
+    assert query(
+        store,
+        "SELECT sum(answers), sum(parse_failures), max(mean_accuracy) FROM accuracy_by_length",
+    ) == [(36, 36, None)]
+    assert query(store, "SELECT DISTINCT parse_error FROM results") == [("no JSON object found",)]
+
+
+def test_unreachable_endpoint_is_one_clear_line(cli, write_config, tmp_path: Path) -> None:
+    config = write_config(config_text("http://127.0.0.1:9/v1"))
+    done = cli(
+        "run",
+        str(config),
+        "-w",
+        str(tmp_path / "wh"),
+        "--no-report",
+        extra_env={"NS_FAKE_KEY": KEY},
+    )
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: model fake: cannot reach http://127.0.0.1:9/v1")
+    assert "Traceback" not in last
+
+
+def test_missing_key_fails_before_anything_runs(cli, write_config, tmp_path: Path) -> None:
+    config = write_config(config_text("http://127.0.0.1:9/v1"))
+    done = cli("run", str(config), "-w", str(tmp_path / "wh"), extra_env={"NS_FAKE_KEY": ""})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: models.fake: environment variable NS_FAKE_KEY is not set"
+    assert not (tmp_path / "wh").exists() or not list((tmp_path / "wh").rglob("*.parquet"))
+
+
+def test_the_key_never_reaches_warehouse_logs_or_report(cli, write_config, tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(perfect_answer, script=["unauthorized"], api_key=KEY) as server:
+        config = write_config(config_text(server.base_url, retries=2))
+        done = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--report-dir",
+            str(tmp_path / "rep"),
+            extra_env={"NS_FAKE_KEY": KEY},
+        )
+        assert server.fault_counts["unauthorized"] == 1
+    assert done.returncode == 1  # the 401 is not retried: that cell fails, the rest are graded
+    assert KEY not in done.stdout + done.stderr
+    home = Path(cli.env["PREFECT_HOME"])
+    for root in (wh, tmp_path / "rep", home):
+        for path in root.rglob("*"):
+            if path.is_file():
+                assert KEY.encode() not in path.read_bytes(), path
