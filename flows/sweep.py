@@ -135,8 +135,11 @@ class ModelSweep:
     async def _query_and_grade(self, contexts: list[RecallContext]) -> None:
         outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
         attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
-        rows = grade_answers(contexts, outcomes, attempts, self.run_id, self.epoch)
-        persist(str(self.warehouse.root), "answers", rows, ["recall", self.model])
+        batch = grade_answers(contexts, outcomes, attempts, self.run_id, self.epoch)
+        # Analysis rows first: an answer is what marks a cell done, so it is written last.
+        for table in ("needle_outcomes", "hallucinations", "duplicates", "answers"):
+            persist(str(self.warehouse.root), table, batch.tables[table], ["recall", self.model])
+        rows = batch.tables["answers"]
         failed = sum(1 for row in rows if row.get("error_kind"))
         self.failed += failed
         self.graded += len(rows) - failed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from needlescope.warehouse import rows as row_builders
@@ -23,6 +24,18 @@ def _persist_name() -> str:
     return f"persist {parameters['table']} ×{len(parameters['rows'])}"
 
 
+@dataclass
+class GradedBatch:
+    """Rows for each warehouse table, from one batch of answers."""
+
+    tables: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {name: [] for name in GRADED_TABLES}
+    )
+
+
+GRADED_TABLES = ("answers", "needle_outcomes", "hallucinations", "duplicates")
+
+
 @task(name="grade", task_run_name=_grade_name)
 def grade_answers(
     contexts: list[RecallContext],
@@ -30,15 +43,23 @@ def grade_answers(
     attempts: list[int],
     run_id: str,
     epoch: str,
-) -> list[dict[str, Any]]:
-    rows = []
+) -> GradedBatch:
+    batch = GradedBatch()
     for context, outcome, tries in zip(contexts, outcomes, attempts, strict=True):
-        if isinstance(outcome, Reply):
-            grade = grade_recall(context.expected, outcome.text)
-            rows.append(row_builders.graded_row(context, outcome, grade, run_id, epoch, tries))
-        else:
-            rows.append(row_builders.error_row(context, outcome, run_id, epoch, tries))
-    return rows
+        if not isinstance(outcome, Reply):
+            batch.tables["answers"].append(
+                row_builders.error_row(context, outcome, run_id, epoch, tries)
+            )
+            continue
+        grade = grade_recall(context.expected, outcome.text)
+        batch.tables["answers"].append(
+            row_builders.graded_row(context, outcome, grade, run_id, epoch, tries)
+        )
+        needles, invented, copies = row_builders.needle_rows(context, grade, run_id, epoch)
+        batch.tables["needle_outcomes"] += needles
+        batch.tables["hallucinations"] += invented
+        batch.tables["duplicates"] += copies
+    return batch
 
 
 @task(name="persist", task_run_name=_persist_name)

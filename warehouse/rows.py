@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from needlescope.errors import ProviderError
-from needlescope.grading import RecallGrade
+from needlescope.grading import (
+    RecallGrade,
+    duplicates,
+    hallucinations,
+    lcs_anchors,
+    needle_outcomes,
+)
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import Reply
 
@@ -115,3 +122,58 @@ def error_row(
         "error_kind": kind,
         "error": " ".join(message.split())[:500],
     }
+
+
+def needle_rows(
+    context: RecallContext, grade: RecallGrade, run_id: str, epoch: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per-needle outcomes, hallucinations and duplicates of one parsed answer."""
+    return analysis_rows(
+        context.expected, grade, run_id, epoch, context.cell.cell_id, context.cell.model, "recall"
+    )
+
+
+def analysis_rows(
+    expected: Sequence[int],
+    grade: RecallGrade,
+    run_id: str,
+    epoch: str,
+    cell_id: str,
+    model: str,
+    probe: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    if grade.answered is None:
+        return [], [], []
+    key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}
+    answered = list(grade.answered)
+    anchors = lcs_anchors(expected, answered)
+    outcomes = [
+        {
+            **key,
+            "needle_index": o.needle_index,
+            "expected": o.expected,
+            "in_lcs": o.in_lcs,
+            "outcome": o.outcome,
+        }
+        for o in needle_outcomes(expected, answered, anchors)
+    ]
+    invented = [
+        {
+            **key,
+            "answer_index": h.answer_index,
+            "value": json.dumps(h.value),
+            "key_from": h.key_from,
+            "key_to": h.key_to,
+        }
+        for h in hallucinations(expected, answered, anchors)
+    ]
+    copies = [
+        {
+            **key,
+            "answer_index": d.answer_index,
+            "value": json.dumps(d.value),
+            "needle_indices": json.dumps(list(d.needle_indices)),
+        }
+        for d in duplicates(expected, answered, anchors)
+    ]
+    return outcomes, invented, copies

@@ -95,4 +95,52 @@ ANSWERS = pa.schema(
     ]
 )
 
-TABLES: dict[str, pa.Schema] = {"runs": RUNS, "cells": CELLS, "answers": ANSWERS}
+_ANSWER_KEY = [
+    ("schema_version", pa.int32()),
+    ("run_id", pa.string()),
+    ("epoch", pa.string()),
+    ("cell_id", pa.string()),
+    ("model", pa.string()),
+    ("probe", pa.string()),
+]
+
+# One row per expected needle of every parsed recall answer.
+NEEDLE_OUTCOMES = pa.schema(
+    [
+        *_ANSWER_KEY,
+        ("needle_index", pa.int64()),  # 1-based
+        ("expected", pa.int64()),
+        ("in_lcs", pa.bool_()),
+        ("outcome", pa.string()),  # correct | misorder | missing
+    ]
+)
+
+# Every answered value that is not an expected value, with the anchor interval it sits in.
+HALLUCINATIONS = pa.schema(
+    [
+        *_ANSWER_KEY,
+        ("answer_index", pa.int64()),  # 0-based position in the answered sequence
+        ("value", pa.string()),  # JSON of the answered value
+        ("key_from", pa.int64()),  # needle index of the anchor before it (0: none)
+        ("key_to", pa.int64()),  # needle index of the anchor after it (needle_count + 1: none)
+    ]
+)
+
+# Extra copies of an expected value beyond the times it was expected.
+DUPLICATES = pa.schema(
+    [
+        *_ANSWER_KEY,
+        ("answer_index", pa.int64()),
+        ("value", pa.string()),
+        ("needle_indices", pa.string()),  # JSON list of the needle indices holding that value
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "runs": RUNS,
+    "cells": CELLS,
+    "answers": ANSWERS,
+    "needle_outcomes": NEEDLE_OUTCOMES,
+    "hallucinations": HALLUCINATIONS,
+    "duplicates": DUPLICATES,
+}

@@ -59,3 +59,32 @@ SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
        avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s
 FROM results
 GROUP BY ALL;
+
+-- Per-needle error analysis of the answers in `results` (parsed recall answers only).
+CREATE OR REPLACE VIEW needle_outcomes AS
+SELECT o.run_id, o.epoch, o.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
+       r.filler, r.prompt_version, r.placement, r.region, r."repeat", o.needle_index,
+       o.expected, o.in_lcs, o.outcome
+FROM read_parquet('{parquet}/needle_outcomes/**/*.parquet', union_by_name = true) o
+JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id;
+
+CREATE OR REPLACE VIEW hallucinations AS
+SELECT h.run_id, h.epoch, h.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
+       r.filler, r.prompt_version, h.answer_index, h.value, h.key_from, h.key_to
+FROM read_parquet('{parquet}/hallucinations/**/*.parquet', union_by_name = true) h
+JOIN results r ON r.run_id = h.run_id AND r.epoch = h.epoch AND r.cell_id = h.cell_id;
+
+CREATE OR REPLACE VIEW duplicates AS
+SELECT d.run_id, d.epoch, d.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
+       r.filler, r.prompt_version, d.answer_index, d.value, d.needle_indices
+FROM read_parquet('{parquet}/duplicates/**/*.parquet', union_by_name = true) d
+JOIN results r ON r.run_id = d.run_id AND r.epoch = d.epoch AND r.cell_id = d.cell_id;
+
+-- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it.
+CREATE OR REPLACE VIEW position_accuracy AS
+SELECT model, probe, length, length_unit, needle_count, filler, prompt_version, needle_index,
+       count(*) FILTER (WHERE in_lcs) AS frequency,
+       count(*) AS total_records,
+       100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS probability
+FROM needle_outcomes
+GROUP BY ALL;

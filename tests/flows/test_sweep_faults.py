@@ -92,6 +92,15 @@ def test_failed_cells_are_kept_and_a_rerun_asks_only_for_them(
     )
     assert per_cell == [(1,)]
     assert query(store, "SELECT count(*) FROM failed_cells") == [(0,)]
+    # A perfect answer matches every needle: 18 cells of 2 needles and 18 of 4.
+    assert query(store, "SELECT outcome, count(*) FROM needle_outcomes GROUP BY ALL") == [
+        ("correct", 18 * 2 + 18 * 4)
+    ]
+    # Per model × length × needle count × filler: the 3 repeats.
+    assert query(store, "SELECT min(probability), max(total_records) FROM position_accuracy") == [
+        (100.0, 3)
+    ]
+    assert query(store, "SELECT count(*) FROM hallucinations") == [(0,)]
 
 
 def test_retries_recover_transient_faults(cli, write_config, tmp_path: Path) -> None:
