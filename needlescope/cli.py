@@ -196,6 +196,23 @@ def grade(
     sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
 
 
+@app.command("import-legacy")
+def import_legacy(
+    db_path: Annotated[Path, typer.Argument(help="A result database of the recall seed (SQLite).")],
+    model: Annotated[str, typer.Option(help="Model name to file the answers under.")],
+    warehouse: WarehouseOption = None,
+) -> None:
+    """Import the recall seed's SQLite results into the warehouse (idempotent)."""
+    from needlescope.warehouse.legacy import import_legacy_db
+    from needlescope.warehouse.store import Warehouse, default_root
+
+    try:
+        summary = import_legacy_db(db_path, model, Warehouse(warehouse or default_root()))
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+    sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+
+
 def _text_or_file(value: str) -> str:
     path = Path(value)
     try:
