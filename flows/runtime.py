@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from needlescope.tasks.query import ACTIVE_PROVIDERS
-
 from needlescope.cells import Cell
 from needlescope.config import ModelConfig, SweepConfig, resolve_api_key
 from needlescope.errors import LengthError, ProviderError
@@ -18,6 +16,7 @@ from needlescope.fillers import Filler, filler_from_spec
 from needlescope.haystack import measure_text
 from needlescope.probes import recall
 from needlescope.providers.base import CONNECTION, Message, Provider
+from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
 CONTEXT_MARGIN = 16

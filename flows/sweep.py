@@ -11,21 +11,21 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from needlescope.flows.progress import SINK, LogProgress, ProgressSink
-from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
-from needlescope.tasks.grade import grade_answers, persist
-from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import ATTEMPTS, query_model
-from needlescope.warehouse import rows as row_builders
-from needlescope.warehouse.store import Warehouse, default_root
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
 from needlescope.cells import Cell, default_epoch, expand_grid
 from needlescope.config import SweepConfig, load_config
+from needlescope.flows.progress import SINK, LogProgress, ProgressSink
+from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import ChatRequest, Reply
+from needlescope.tasks.grade import grade_answers, persist
+from needlescope.tasks.prepare import build_prompts
+from needlescope.tasks.query import ATTEMPTS, query_model
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse, default_root
 
 
 def new_run_id() -> str:

@@ -171,7 +171,7 @@ def serve(
         sweep_deployment(path, cron=cron, warehouse=str(warehouse) if warehouse else None)
         for path in config_paths
     ]
-    prefect_serve(*deployments)  # type: ignore[arg-type]
+    prefect_serve(*deployments)
 
 
 @app.command()

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from needlescope.warehouse import rows as row_builders
-from needlescope.warehouse.store import Warehouse
 from prefect import task
 from prefect.runtime import task_run
 
 from needlescope.grading import grade_recall
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import Reply
+from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.store import Warehouse
 
 
 def _grade_name() -> str:
@@ -24,6 +24,9 @@ def _persist_name() -> str:
     return f"persist {parameters['table']} ×{len(parameters['rows'])}"
 
 
+GRADED_TABLES = ("answers", "needle_outcomes", "hallucinations", "duplicates")
+
+
 @dataclass
 class GradedBatch:
     """Rows for each warehouse table, from one batch of answers."""
@@ -31,9 +34,6 @@ class GradedBatch:
     tables: dict[str, list[dict[str, Any]]] = field(
         default_factory=lambda: {name: [] for name in GRADED_TABLES}
     )
-
-
-GRADED_TABLES = ("answers", "needle_outcomes", "hallucinations", "duplicates")
 
 
 @task(name="grade", task_run_name=_grade_name)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from needlescope.flows.runtime import Built, current_runtime
 from prefect import task
 from prefect.runtime import task_run
 
 from needlescope.cells import Cell
+from needlescope.flows.runtime import Built, current_runtime
 
 
 def _batch_name() -> str:

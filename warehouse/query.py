@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import duckdb
-from needlescope.warehouse.store import Warehouse
 
 from needlescope.errors import WarehouseError
+from needlescope.warehouse.store import Warehouse
 
 
 def run_sql(root: Path | None, query: str, output_format: str) -> str:

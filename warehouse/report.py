@@ -11,6 +11,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 import vl_convert as vlc
+
 from needlescope.warehouse import charts, stats
 from needlescope.warehouse.store import Warehouse
 

@@ -15,9 +15,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 from needlescope.errors import WarehouseError
+from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from needlescope.warehouse.store import Warehouse
 
 from needlescope.cells import expand_grid
 from needlescope.config import load_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
+from needlescope.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.warehouse.store import Warehouse
-
 from tests.support.openai_server import FakeOpenAIServer
 
 KEY = "sk-live-DO-NOT-LEAK-7f3a9c"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from needlescope.warehouse.schema import TABLES
-from needlescope.warehouse.store import Warehouse
 
 from needlescope.errors import WarehouseError
+from needlescope.warehouse.schema import TABLES
+from needlescope.warehouse.store import Warehouse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
