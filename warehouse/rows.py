@@ -8,13 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from needlescope.errors import ProviderError
-from needlescope.grading import (
-    RecallGrade,
-    duplicates,
-    hallucinations,
-    lcs_anchors,
-    needle_outcomes,
-)
+from needlescope.grading import RecallGrade, analyze_errors
 from needlescope.probes.recall import RecallContext
 from needlescope.providers.base import Reply
 
@@ -89,14 +83,7 @@ def graded_row(
         **_answer_base(context, run_id, epoch, attempts),
         "response": reply.text,
         "response_kept": True,
-        "parse_ok": grade.parse_ok,
-        "parse_error": grade.parse_error,
-        "accuracy": grade.accuracy,
-        "edit_distance": grade.edit_distance,
-        "correct": grade.correct,
-        "missing": grade.missing,
-        "extra": grade.extra,
-        "wrong": grade.wrong,
+        **grade.figures(),
         "answered": None if grade.answered is None else json.dumps(list(grade.answered)),
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
@@ -145,35 +132,18 @@ def analysis_rows(
     if grade.answered is None:
         return [], [], []
     key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}
-    answered = list(grade.answered)
-    anchors = lcs_anchors(expected, answered)
-    outcomes = [
-        {
-            **key,
-            "needle_index": o.needle_index,
-            "expected": o.expected,
-            "in_lcs": o.in_lcs,
-            "outcome": o.outcome,
-        }
-        for o in needle_outcomes(expected, answered, anchors)
-    ]
+    analysis = analyze_errors(expected, grade.answered)
+    outcomes = [{**key, **o._asdict()} for o in analysis.needles]
     invented = [
-        {
-            **key,
-            "answer_index": h.answer_index,
-            "value": json.dumps(h.value),
-            "key_from": h.key_from,
-            "key_to": h.key_to,
-        }
-        for h in hallucinations(expected, answered, anchors)
+        {**key, **h._asdict(), "value": json.dumps(h.value)} for h in analysis.hallucinations
     ]
     copies = [
         {
             **key,
-            "answer_index": d.answer_index,
+            **d._asdict(),
             "value": json.dumps(d.value),
             "needle_indices": json.dumps(list(d.needle_indices)),
         }
-        for d in duplicates(expected, answered, anchors)
+        for d in analysis.duplicates
     ]
     return outcomes, invented, copies

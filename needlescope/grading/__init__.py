@@ -2,6 +2,7 @@
 
 from needlescope.grading.recall import (
     Duplicate,
+    ErrorAnalysis,
     Hallucination,
     NeedleOutcome,
     Outcome,
@@ -9,6 +10,7 @@ from needlescope.grading.recall import (
     ParseSource,
     RecallGrade,
     Value,
+    analyze_errors,
     canonical_value,
     duplicates,
     grade_parsed,
@@ -22,6 +24,7 @@ from needlescope.grading.recall import (
 
 __all__ = [
     "Duplicate",
+    "ErrorAnalysis",
     "Hallucination",
     "NeedleOutcome",
     "Outcome",
@@ -29,6 +32,7 @@ __all__ = [
     "ParsedAnswer",
     "RecallGrade",
     "Value",
+    "analyze_errors",
     "canonical_value",
     "duplicates",
     "grade_parsed",

@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 from needlescope.errors import NeedlescopeError
-from needlescope.grading.recall import duplicates as duplicate_copies
-from needlescope.grading.recall import grade_recall, hallucinations, lcs_anchors, needle_outcomes
+from needlescope.grading.recall import analyze_errors, grade_recall
 
 
 def expected_values(text: str) -> list[int]:
@@ -36,28 +35,14 @@ def expected_values(text: str) -> list[int]:
 def grade_recall_answer(expected_text: str, answer: str) -> dict[str, Any]:
     expected = expected_values(expected_text)
     grade = grade_recall(expected, answer)
-    result: dict[str, Any] = {
-        "probe": "recall",
-        "parse_ok": grade.parse_ok,
-        "parse_error": grade.parse_error,
-        "accuracy": grade.accuracy,
-        "edit_distance": grade.edit_distance,
-        "correct": grade.correct,
-        "missing": grade.missing,
-        "extra": grade.extra,
-        "wrong": grade.wrong,
-        "answered": list(grade.answered) if grade.answered is not None else None,
-    }
+    result: dict[str, Any] = {"probe": "recall", **grade.figures()}
+    result["answered"] = list(grade.answered) if grade.answered is not None else None
     if grade.answered is not None:
-        answered = list(grade.answered)
-        anchors = lcs_anchors(expected, answered)
-        result["needles"] = [o._asdict() for o in needle_outcomes(expected, answered, anchors)]
-        result["hallucinations"] = [
-            h._asdict() for h in hallucinations(expected, answered, anchors)
-        ]
+        analysis = analyze_errors(expected, grade.answered)
+        result["needles"] = [o._asdict() for o in analysis.needles]
+        result["hallucinations"] = [h._asdict() for h in analysis.hallucinations]
         result["duplicates"] = [
-            {**d._asdict(), "needle_indices": list(d.needle_indices)}
-            for d in duplicate_copies(expected, answered, anchors)
+            {**d._asdict(), "needle_indices": list(d.needle_indices)} for d in analysis.duplicates
         ]
     return result
 

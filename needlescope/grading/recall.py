@@ -30,7 +30,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from types import MappingProxyType
-from typing import Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from rapidfuzz.distance import Levenshtein
 
@@ -239,6 +239,19 @@ class RecallGrade:
     extra: int | None
     wrong: int | None
     answered: tuple[Value, ...] | None
+
+    def figures(self) -> dict[str, Any]:
+        """The grade's scalar figures, named as the warehouse and `needlescope grade` name them."""
+        return {
+            "parse_ok": self.parse_ok,
+            "parse_error": self.parse_error,
+            "accuracy": self.accuracy,
+            "edit_distance": self.edit_distance,
+            "correct": self.correct,
+            "missing": self.missing,
+            "extra": self.extra,
+            "wrong": self.wrong,
+        }
 
 
 def _to_ids(*sequences: Sequence[Hashable]) -> list[list[int]]:
@@ -484,3 +497,21 @@ def duplicates(
         Duplicate(index, canonical_value(answered[index]), tuple(needles[answered[index]]))
         for index in duplicate
     ]
+
+
+@dataclass(frozen=True)
+class ErrorAnalysis:
+    """The seed's error analysis of one parsed answer, from one LCS."""
+
+    needles: list[NeedleOutcome]
+    hallucinations: list[Hallucination]
+    duplicates: list[Duplicate]
+
+
+def analyze_errors(expected: Sequence[Hashable], answered: Sequence[Hashable]) -> ErrorAnalysis:
+    anchors = lcs_anchors(expected, answered)
+    return ErrorAnalysis(
+        needles=needle_outcomes(expected, answered, anchors),
+        hallucinations=hallucinations(expected, answered, anchors),
+        duplicates=duplicates(expected, answered, anchors),
+    )
