@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from needlescope.cli import app
+
+runner = CliRunner()
+
+
+def grade(expected: str, answer: str) -> dict:
+    result = runner.invoke(app, ["grade", "recall", "--expected", expected, "--answer", answer])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_grade_prints_one_json_object_with_per_needle_outcomes() -> None:
+    out = grade('{"1": 1111, "2": 2222, "3": 3333}', 'Sure: {"1": 2222, "2": 1111, "3": 9999}')
+    assert out["parse_ok"] is True
+    assert out["accuracy"] == 0.0 and out["edit_distance"] == 3
+    assert (out["correct"], out["missing"], out["extra"], out["wrong"]) == (0, 0, 0, 3)
+    assert [n["outcome"] for n in out["needles"]] == ["misorder", "correct", "missing"]
+    assert out["hallucinations"] == [{"answer_index": 2, "value": 9999, "key_from": 2, "key_to": 4}]
+    assert out["duplicates"] == []
+
+
+def test_grade_reads_files_and_counts_duplicates(tmp_path: Path) -> None:
+    expected, answer = tmp_path / "expected.json", tmp_path / "answer.txt"
+    expected.write_text('{"1": 1111, "2": 2222}')
+    answer.write_text('```json\n{"1": 1111, "2": 1111, "3": 2222}\n```')
+    out = grade(str(expected), str(answer))
+    assert out["accuracy"] == (1 - 1 / 3) * 100
+    # The seed's LCS traceback anchors the later copy, so the earlier one is the duplicate.
+    assert out["duplicates"] == [{"answer_index": 0, "value": 1111, "needle_indices": [1]}]
+    assert all(n["outcome"] == "correct" for n in out["needles"])
+
+
+def test_reply_without_json_is_a_parse_failure() -> None:
+    out = grade("[1234]", "I found nothing.")
+    assert out["parse_ok"] is False and out["accuracy"] is None
+    assert "needles" not in out
+
+
+def test_bad_expected_is_a_one_line_error() -> None:
+    result = runner.invoke(app, ["grade", "recall", "--expected", "{nope", "--answer", "{}"])
+    assert result.exit_code == 2
+    assert "--expected is not JSON" in result.output
+    result = runner.invoke(app, ["grade", "nosuch", "--expected", "[1]", "--answer", "{}"])
+    assert result.exit_code == 2 and "unknown probe 'nosuch'" in result.output
