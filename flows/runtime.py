@@ -10,11 +10,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from needlescope.cells import Cell
-from needlescope.config import ModelConfig, SweepConfig, resolve_api_key
+from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig, resolve_api_key
 from needlescope.errors import LengthError, ProviderError
-from needlescope.fillers import Filler, filler_from_spec
+from needlescope.fillers import Filler, PatternFiller, filler_from_spec
 from needlescope.haystack import measure_text
-from needlescope.probes import recall
+from needlescope.probes import probe_module
+from needlescope.probes.base import Context
+from needlescope.probes.build import build_context
 from needlescope.providers.base import CONNECTION, Message, Provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
@@ -31,6 +33,9 @@ def current_runtime() -> SweepRuntime:
     return _CURRENT[-1]
 
 
+_NO_FILLER = PatternFiller(" ")
+
+
 def context_window(model: ModelConfig) -> int | None:
     if model.context_window is not None:
         return model.context_window
@@ -42,7 +47,7 @@ def fits_context(cell: Cell, model: ModelConfig) -> bool:
     window = context_window(model)
     if window is None or cell.length_unit != "tokens":
         return True
-    budget = recall.answer_budget(cell, model.generation.max_tokens)
+    budget = probe_module(cell.probe).answer_budget(cell, model.generation.max_tokens)
     return cell.length + budget + CONTEXT_MARGIN <= window
 
 
@@ -51,13 +56,16 @@ def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
     token_cells = [c for c in cells if c.length_unit == "tokens"]
     if len(token_cells) != len(cells) or not cells:
         return window
-    need = max(c.length + recall.answer_budget(c, model.generation.max_tokens) for c in cells)
+    need = max(
+        c.length + probe_module(c.probe).answer_budget(c, model.generation.max_tokens)
+        for c in cells
+    )
     return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
 
 
 @dataclass
 class Built:
-    contexts: list[recall.RecallContext] = field(default_factory=list)
+    contexts: list[Context] = field(default_factory=list)
     # Cells whose target length cannot hold even their instructions: dropped with a note.
     unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
 
@@ -69,6 +77,8 @@ class SweepRuntime:
     _fillers: dict[str, Filler] = field(default_factory=dict)
 
     def filler(self, name: str) -> tuple[Filler, str]:
+        if name not in self.config.fillers and name not in BUILTIN_FILLERS:
+            return _NO_FILLER, "none"  # probes that bring their own text (goto's lines)
         spec = self.config.filler_spec(name)
         if name not in self._fillers:
             self._fillers[name] = filler_from_spec(spec)
@@ -86,7 +96,9 @@ class SweepRuntime:
         async def by_tokens(text: str) -> int:
             count = await provider.count_prompt_tokens((Message("user", text),))
             if count is None:
-                raise ValueError(
+                if unit != "tokens":  # a probe that sizes itself: its length is only reported
+                    return measure_text(text, "chars")
+                raise LengthError(
                     f"model {model} has no tokenizer: use length_unit bytes or chars for it"
                 )
             return count
@@ -99,9 +111,10 @@ class SweepRuntime:
         for cell in cells:
             filler, kind = self.filler(cell.filler)
             measure = self.measure(model, cell.length_unit)
+            probe = probe_module(cell.probe)
             try:
-                context = await recall.build_context(
-                    cell, filler, kind, measure, max_tokens=max_tokens
+                context = await build_context(
+                    probe, cell, filler, kind, measure, max_tokens=max_tokens
                 )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
@@ -109,13 +122,15 @@ class SweepRuntime:
                 built.contexts.append(context)
         return built
 
-    async def haystack_length(self, model: str, context: recall.RecallContext) -> int | None:
+    async def haystack_length(self, model: str, context: Context) -> int | None:
         unit = context.cell.length_unit
+        if unit not in ("tokens", "chars", "bytes"):
+            return None
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
         return await self.providers[model].count_tokens(context.haystack_text)
 
-    async def planned_tokens(self, model: str, context: recall.RecallContext) -> int | None:
+    async def planned_tokens(self, model: str, context: Context) -> int | None:
         if context.cell.length_unit == "tokens":
             return context.prompt_length
         return await self.providers[model].count_prompt_tokens(context.messages)

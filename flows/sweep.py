@@ -19,7 +19,7 @@ from needlescope.cells import Cell, default_epoch, expand_grid
 from needlescope.config import SweepConfig, load_config
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
-from needlescope.probes.recall import RecallContext
+from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
@@ -37,7 +37,7 @@ def chunked(items: list[Cell], size: int) -> Iterator[list[Cell]]:
         yield items[start : start + size]
 
 
-def request_for(context: RecallContext, config: SweepConfig) -> ChatRequest:
+def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     generation = config.model(context.cell.model).generation
     extra = {
         k: v
@@ -97,7 +97,7 @@ class ModelSweep:
             if not only_context:
                 await self._query_and_grade(contexts)
 
-    async def _store_cells(self, contexts: list[RecallContext], keep_prompt: bool) -> None:
+    async def _store_cells(self, contexts: list[Context], keep_prompt: bool) -> None:
         rows = []
         for context in contexts:
             if context.cell.cell_id in self.known_cells and not keep_prompt:
@@ -112,10 +112,18 @@ class ModelSweep:
                 )
             )
         if rows:
-            persist(str(self.warehouse.root), "cells", rows, ["recall", self.model])
+            self._persist("cells", rows)
             self.known_cells.update(row["cell_id"] for row in rows)
 
-    async def _ask(self, context: RecallContext) -> Reply | BaseException:
+    def _persist(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """One file per probe: the folders are parquet/<table>/<probe>/<model>/."""
+        by_probe: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_probe.setdefault(row["probe"], []).append(row)
+        for probe, probe_rows in by_probe.items():
+            persist(str(self.warehouse.root), table, probe_rows, [probe, self.model])
+
+    async def _ask(self, context: Context) -> Reply | BaseException:
         cell = context.cell
         async with self.limit:
             state: State = await self.query(
@@ -132,13 +140,15 @@ class ModelSweep:
             outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
         )
 
-    async def _query_and_grade(self, contexts: list[RecallContext]) -> None:
+    async def _query_and_grade(self, contexts: list[Context]) -> None:
         outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
         attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
         batch = grade_answers(contexts, outcomes, attempts, self.run_id, self.epoch)
         # Analysis rows first: an answer is what marks a cell done, so it is written last.
-        for table in ("needle_outcomes", "hallucinations", "duplicates", "answers"):
-            persist(str(self.warehouse.root), table, batch.tables[table], ["recall", self.model])
+        for table, table_rows in batch.tables.items():
+            if table != "answers":
+                self._persist(table, table_rows)
+        self._persist("answers", batch.tables["answers"])
         rows = batch.tables["answers"]
         failed = sum(1 for row in rows if row.get("error_kind"))
         self.failed += failed

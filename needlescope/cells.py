@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
-from needlescope.config import FillerSpec, RecallProbe, SweepConfig
+from needlescope.config import FillerSpec, ModelConfig, SweepConfig
 from needlescope.fillers import filler_from_spec
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
@@ -43,10 +41,11 @@ class Cell:
     needle_count: int
     repeat: int
     seed: int
+    depth: float | None = None  # depth percent of the first needle (cases, rag)
 
     def context_key(self) -> dict[str, Any]:
         """Everything that shapes the context except the model: the same for every model."""
-        return {
+        key = {
             "v": ID_VERSION,
             "probe": self.probe,
             "params": self.probe_params,
@@ -60,6 +59,9 @@ class Cell:
             "repeat": self.repeat,
             "seed": self.seed,
         }
+        if self.depth is not None:
+            key["depth"] = self.depth
+        return key
 
     @property
     def context_id(self) -> str:
@@ -78,63 +80,49 @@ class Cell:
 
     @property
     def label(self) -> str:
+        where = self.region if self.depth is None else f"d{self.depth:g}"
         return (
             f"{self.model} {self.probe} {self.length}{_unit_suffix(self.length_unit)} "
-            f"n{self.needle_count} {self.filler} {self.region} r{self.repeat} [{self.cell_id[:8]}]"
+            f"n{self.needle_count} {self.filler} {where} r{self.repeat} [{self.cell_id[:8]}]"
         )
 
     def params(self) -> dict[str, Any]:
         return dict(json.loads(self.probe_params))
 
 
+class ModelFields(TypedDict):
+    model: str
+    model_identity: str
+    generation: str
+
+
+def model_fields(model: ModelConfig) -> ModelFields:
+    """The model's part of a cell: its name, identity and generation settings."""
+    return {
+        "model": model.name,
+        "model_identity": canonical_json(model.identity()),
+        "generation": canonical_json(model.generation.model_dump()),
+    }
+
+
 def _unit_suffix(unit: str) -> str:
-    return {"tokens": "tok", "bytes": "B", "chars": "ch"}[unit]
+    return {"tokens": "tok", "bytes": "B", "chars": "ch", "lines": " lines"}.get(unit, unit)
 
 
 @functools.cache
-def _filler_identity(spec: FillerSpec) -> str:
+def filler_identity(spec: FillerSpec) -> str:
     """The filler's own description: generator versions and corpus content, not its path."""
     return canonical_json(filler_from_spec(spec).describe())
-
-
-def _recall_cells(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
-    params = canonical_json({"digits": probe.digits, "snap": probe.snap})
-    axes = itertools.product(
-        config.models,
-        probe.lengths,
-        probe.needle_counts,
-        probe.fillers,
-        probe.placements,
-        probe.regions,
-        probe.prompts,
-        range(probe.repeats),
-    )
-    for model, length, count, filler, placement, region, prompt, repeat in axes:
-        yield Cell(
-            model=model.name,
-            model_identity=canonical_json(model.identity()),
-            generation=canonical_json(model.generation.model_dump()),
-            probe="recall",
-            probe_params=params,
-            filler=filler,
-            filler_spec=_filler_identity(config.filler_spec(filler)),
-            placement=placement,
-            region=region,
-            prompt_version=prompt,
-            length=length,
-            length_unit=probe.length_unit,
-            needle_count=count,
-            repeat=repeat,
-            seed=config.seed,
-        )
 
 
 def expand_grid(config: SweepConfig) -> list[Cell]:
     """All cells of a sweep, in a stable order, without duplicates."""
     seen: set[str] = set()
     cells: list[Cell] = []
+    from needlescope.probes import probe_module
+
     for probe in config.probes:
-        for cell in _recall_cells(config, probe):
+        for cell in probe_module(probe.probe).expand(config, probe):
             if cell.cell_id not in seen:
                 seen.add(cell.cell_id)
                 cells.append(cell)

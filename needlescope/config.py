@@ -55,6 +55,7 @@ class ModelConfig(Frozen):
     timeout_s: float = Field(default=600, gt=0)
     max_retry_after_s: float = Field(default=60, ge=0)
     threads: PositiveInt | None = None
+    under_test: bool = True  # false for a model that only judges or embeds
     generation: Generation = Field(default_factory=Generation)
 
     @field_validator("provider")
@@ -126,7 +127,96 @@ class RecallProbe(Frozen):
         return values
 
 
-ProbeConfig = Annotated[RecallProbe, Field(discriminator="probe")]
+STAR_PRESETS = {"32-32": (32, 32), "64-32": (64, 32), "16-32": (16, 32), "32-16": (32, 16)}
+
+
+class CountingStarsProbe(Frozen):
+    """Counting-Stars-(M-N): M star sentences, N lengths evenly up to ``max_length``."""
+
+    probe: Literal["counting_stars"]
+    preset: Literal["32-32", "64-32", "16-32", "32-16"] | None = None
+    stars: PositiveInt | None = None  # M; default from the preset, else 32
+    steps: PositiveInt | None = None  # N; default from the preset, else 32
+    max_length: PositiveInt | None = None
+    lengths: list[PositiveInt] | None = None  # explicit lengths instead of max_length / steps
+    length_unit: LengthUnit = "tokens"
+    languages: list[Literal["en", "zh"]] = Field(default=["en"], min_length=1)
+    orders: list[Literal["ordered", "shuffled"]] = Field(default=["shuffled"], min_length=1)
+    fillers: list[str] = Field(default=["prose-en"], min_length=1)
+    reasoning: bool = False  # the repository's variant: a mistaken and a correct count per star
+    repeats: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _lengths_given(self) -> CountingStarsProbe:
+        if self.lengths is None and self.max_length is None:
+            raise ValueError("give max_length (with a preset or steps) or explicit lengths")
+        return self
+
+    def star_count(self) -> int:
+        return self.stars or (STAR_PRESETS[self.preset][0] if self.preset else 32)
+
+    def length_grid(self) -> list[int]:
+        if self.lengths is not None:
+            return list(self.lengths)
+        steps = self.steps or (STAR_PRESETS[self.preset][1] if self.preset else 32)
+        assert self.max_length is not None
+        return sorted({max(1, round(self.max_length * (i + 1) / steps)) for i in range(steps)})
+
+
+class GotoProbe(Frozen):
+    """The Little Retrieval Test: n register lines and one `go to line k` instruction."""
+
+    probe: Literal["goto"]
+    line_counts: list[PositiveInt] = Field(min_length=1)
+    orders: list[Literal["ordered", "shuffled"]] = Field(
+        default=["ordered", "shuffled"], min_length=1
+    )
+    value_max: int = Field(default=10000, ge=10)
+    prompts: list[str] = Field(default=["goto-v1"], min_length=1)
+    repeats: PositiveInt = 1
+
+
+class CasesProbe(Frozen):
+    """Needle cases (U-NIAH / the original needle test) at depth percents of a corpus."""
+
+    probe: Literal["cases"]
+    cases_file: Path
+    cases: list[str] | None = None  # case names from the file; default: all of them
+    lengths: list[PositiveInt] = Field(min_length=1)
+    length_unit: LengthUnit = "tokens"
+    depths: list[float] | None = None  # explicit depth percents, 0–100
+    depth_count: PositiveInt = 5
+    depth_spacing: Literal["linear", "sigmoid"] = "linear"
+    fillers: list[str] = Field(default=["prose-en"], min_length=1)
+    answer_buffer: PositiveInt = 200  # tokens kept free for the answer
+    judge: str | None = None  # a configured model that grades the answers (1–10 rubric)
+    rubric_file: Path | None = None
+    repeats: PositiveInt = 1
+
+    @field_validator("depths")
+    @classmethod
+    def _percent(cls, values: list[float] | None) -> list[float] | None:
+        if values is not None and not all(0 <= v <= 100 for v in values):
+            raise ValueError("depth percents must be within 0–100")
+        return values
+
+
+class RagProbe(CasesProbe):
+    """Cases in RAG mode: the haystack is chunked, embedded, and the best chunks fill the prompt."""
+
+    probe: Literal["rag"]  # type: ignore[assignment]
+    chunk_size: PositiveInt = 600  # characters
+    chunk_overlap: int = Field(default=100, ge=0)
+    context_modes: list[Literal["topk", "half", "full"]] = Field(default=["topk"], min_length=1)
+    top_k: PositiveInt = 5
+    reverse: bool = False  # least relevant first, most relevant next to the question
+    embedder: str | None = None  # a configured local model to embed with; default: SmolLM2
+
+
+ProbeConfig = Annotated[
+    RecallProbe | CountingStarsProbe | GotoProbe | CasesProbe | RagProbe,
+    Field(discriminator="probe"),
+]
 
 
 class RetryPolicy(Frozen):
@@ -154,12 +244,17 @@ class SweepConfig(Frozen):
         if duplicated:
             raise ValueError(f"model names must be unique; repeated: {', '.join(duplicated)}")
         for index, probe in enumerate(self.probes):
-            for filler in probe.fillers:
+            for filler in getattr(probe, "fillers", []):
                 if filler not in self.fillers and filler not in BUILTIN_FILLERS:
                     known = ", ".join([*BUILTIN_FILLERS, *self.fillers])
                     raise ValueError(
                         f"probes.{index}.fillers: unknown filler {filler!r}; known: {known}"
                     )
+        for index, probe in enumerate(self.probes):
+            for role in ("judge", "embedder"):
+                name = getattr(probe, role, None)
+                if name is not None and name not in names:
+                    raise ValueError(f"probes.{index}.{role}: unknown model {name!r}")
         return self
 
     def filler_spec(self, name: str) -> FillerSpec:
@@ -172,6 +267,9 @@ class SweepConfig(Frozen):
         if name in ("prose-en", "prose-zh"):
             return FillerSpec(kind="prose", language=name.removeprefix("prose-"))  # type: ignore[arg-type]
         raise KeyError(name)
+
+    def tested_models(self) -> list[ModelConfig]:
+        return [m for m in self.models if m.under_test]
 
     def model(self, name: str) -> ModelConfig:
         for model in self.models:
@@ -228,7 +326,17 @@ def _resolve_relative_paths(config: SweepConfig, base: Path) -> SweepConfig:
         else spec
         for name, spec in config.fillers.items()
     }
-    return config.model_copy(update={"fillers": fillers})
+    probes = [_resolve_probe_paths(probe, base) for probe in config.probes]
+    return config.model_copy(update={"fillers": fillers, "probes": probes})
+
+
+def _resolve_probe_paths(probe: Any, base: Path) -> Any:
+    updates = {
+        name: base / value
+        for name in ("cases_file", "rubric_file")
+        if isinstance(value := getattr(probe, name, None), Path) and not value.is_absolute()
+    }
+    return probe.model_copy(update=updates) if updates else probe
 
 
 def load_dotenv_once() -> None:

@@ -8,11 +8,13 @@ from typing import Any
 from prefect import task
 from prefect.runtime import task_run
 
-from needlescope.grading import grade_recall
-from needlescope.probes.recall import RecallContext
+from needlescope.probes import probe_module
+from needlescope.probes.base import Context
 from needlescope.providers.base import Reply
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse
+
+GRADED_TABLES = ("answers", *row_builders.ANALYSIS_TABLES)
 
 
 def _grade_name() -> str:
@@ -22,9 +24,6 @@ def _grade_name() -> str:
 def _persist_name() -> str:
     parameters = task_run.parameters
     return f"persist {parameters['table']} ×{len(parameters['rows'])}"
-
-
-GRADED_TABLES = ("answers", "needle_outcomes", "hallucinations", "duplicates")
 
 
 @dataclass
@@ -38,7 +37,7 @@ class GradedBatch:
 
 @task(name="grade", task_run_name=_grade_name)
 def grade_answers(
-    contexts: list[RecallContext],
+    contexts: list[Context],
     outcomes: list[Reply | BaseException],
     attempts: list[int],
     run_id: str,
@@ -51,14 +50,18 @@ def grade_answers(
                 row_builders.error_row(context, outcome, run_id, epoch, tries)
             )
             continue
-        grade = grade_recall(context.expected, outcome.text)
+        cell = context.cell
+        grade = probe_module(cell.probe).grade(
+            context.expected, context.rendered.facts, outcome.text
+        )
         batch.tables["answers"].append(
             row_builders.graded_row(context, outcome, grade, run_id, epoch, tries)
         )
-        needles, invented, copies = row_builders.needle_rows(context, grade, run_id, epoch)
-        batch.tables["needle_outcomes"] += needles
-        batch.tables["hallucinations"] += invented
-        batch.tables["duplicates"] += copies
+        extra = row_builders.grade_tables(
+            grade, run_id, epoch, cell.cell_id, cell.model, cell.probe
+        )
+        for table, rows in extra.items():
+            batch.tables.setdefault(table, []).extend(rows)
     return batch
 
 

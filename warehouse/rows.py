@@ -9,14 +9,20 @@ from typing import Any
 
 from needlescope.errors import ProviderError
 from needlescope.grading import RecallGrade, analyze_errors
-from needlescope.probes.recall import RecallContext
+from needlescope.probes.base import Context, Grade
+from needlescope.probes.recall import error_tables
 from needlescope.providers.base import Reply
 
 INTERNAL_ERROR = "internal"
+ANALYSIS_TABLES = ("needle_outcomes", "hallucinations", "duplicates")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=list)
 
 
 def cell_row(
-    context: RecallContext,
+    context: Context,
     run_id: str,
     *,
     haystack_length: int | None,
@@ -24,6 +30,7 @@ def cell_row(
     keep_prompt: bool,
 ) -> dict[str, Any]:
     cell = context.cell
+    rendered = context.rendered
     return {
         "cell_id": cell.cell_id,
         "context_id": cell.context_id,
@@ -37,7 +44,7 @@ def cell_row(
         "filler": cell.filler,
         "filler_spec": cell.filler_spec,
         "placement": cell.placement,
-        "region": cell.region,
+        "region": cell.region if cell.depth is None else f"depth {cell.depth:g}%",
         "prompt_version": cell.prompt_version,
         "seed": cell.seed,
         "length": cell.length,
@@ -50,16 +57,15 @@ def cell_row(
         "planned_tokens": planned_tokens,
         "max_tokens": context.max_tokens,
         "prompt_sha256": context.prompt_sha256,
-        "expected": json.dumps(list(context.expected)),
-        "needle_fractions": json.dumps(list(context.fractions)),
-        "needle_offsets": json.dumps(list(context.offsets)),
+        "expected": _json(rendered.expected),
+        "needle_fractions": _json(list(rendered.fractions)),
+        "needle_offsets": _json(list(rendered.offsets)),
         "prompt_text": context.prompt_text if keep_prompt else None,
+        "facts": _json(dict(rendered.facts)),
     }
 
 
-def _answer_base(
-    context: RecallContext, run_id: str, epoch: str, attempts: int | None
-) -> dict[str, Any]:
+def _answer_base(context: Context, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "epoch": epoch,
@@ -72,19 +78,18 @@ def _answer_base(
 
 
 def graded_row(
-    context: RecallContext,
-    reply: Reply,
-    grade: RecallGrade,
-    run_id: str,
-    epoch: str,
-    attempts: int | None = None,
+    context: Context, reply: Reply, grade: Grade, run_id: str, epoch: str, attempts: int | None
 ) -> dict[str, Any]:
     return {
         **_answer_base(context, run_id, epoch, attempts),
         "response": reply.text,
         "response_kept": True,
-        **grade.figures(),
-        "answered": None if grade.answered is None else json.dumps(list(grade.answered)),
+        "parse_ok": grade.parse_ok,
+        "parse_error": grade.parse_error,
+        "accuracy": grade.accuracy,
+        **grade.figures,
+        "answered": None if grade.answered is None else _json(grade.answered),
+        "detail": _json(dict(grade.detail)) if grade.detail else None,
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "reasoning_tokens": reply.reasoning_tokens,
@@ -95,11 +100,7 @@ def graded_row(
 
 
 def error_row(
-    context: RecallContext,
-    error: BaseException,
-    run_id: str,
-    epoch: str,
-    attempts: int | None = None,
+    context: Context, error: BaseException, run_id: str, epoch: str, attempts: int | None
 ) -> dict[str, Any]:
     kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
     message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
@@ -111,13 +112,26 @@ def error_row(
     }
 
 
-def needle_rows(
-    context: RecallContext, grade: RecallGrade, run_id: str, epoch: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Per-needle outcomes, hallucinations and duplicates of one parsed answer."""
-    return analysis_rows(
-        context.expected, grade, run_id, epoch, context.cell.cell_id, context.cell.model, "recall"
-    )
+def grade_tables(
+    grade: Grade, run_id: str, epoch: str, cell_id: str, model: str, probe: str
+) -> dict[str, list[dict[str, Any]]]:
+    """Rows of the per-needle analysis tables for one graded answer."""
+    key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}
+    tables: dict[str, list[dict[str, Any]]] = {
+        "needle_outcomes": [
+            {
+                **key,
+                "needle_index": n.needle_index,
+                "expected": n.expected,
+                "in_lcs": n.in_lcs,
+                "outcome": n.outcome,
+            }
+            for n in grade.needles
+        ]
+    }
+    for table, rows in grade.tables.items():
+        tables[table] = [{**key, **row} for row in rows]
+    return tables
 
 
 def analysis_rows(
@@ -129,21 +143,14 @@ def analysis_rows(
     model: str,
     probe: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Needle outcomes, hallucinations and duplicates of one recall answer (legacy imports)."""
     if grade.answered is None:
         return [], [], []
     key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}
     analysis = analyze_errors(expected, grade.answered)
-    outcomes = [{**key, **o._asdict()} for o in analysis.needles]
-    invented = [
-        {**key, **h._asdict(), "value": json.dumps(h.value)} for h in analysis.hallucinations
-    ]
-    copies = [
-        {
-            **key,
-            **d._asdict(),
-            "value": json.dumps(d.value),
-            "needle_indices": json.dumps(list(d.needle_indices)),
-        }
-        for d in analysis.duplicates
-    ]
-    return outcomes, invented, copies
+    extra = error_tables(analysis)
+    return (
+        [{**key, **o._asdict()} for o in analysis.needles],
+        [{**key, **row} for row in extra["hallucinations"]],
+        [{**key, **row} for row in extra["duplicates"]],
+    )

@@ -60,6 +60,7 @@ CELLS = pa.schema(
         ("needle_fractions", pa.string()),  # JSON list
         ("needle_offsets", pa.string()),  # JSON list of char offsets in the haystack
         ("prompt_text", pa.string()),  # only with save_prompts / --only-context
+        ("facts", pa.string()),  # JSON object: probe-specific facts about the context
     ]
 )
 
@@ -92,6 +93,7 @@ ANSWERS = pa.schema(
         ("attempts", pa.int64()),
         ("error_kind", pa.string()),
         ("error", pa.string()),
+        ("detail", pa.string()),  # JSON object: probe-specific grading detail
     ]
 )
 

@@ -32,7 +32,17 @@ def slug(value: str) -> str:
 
 
 def views_sql(parquet_dir: Path) -> str:
-    text = resources.files("needlescope.warehouse").joinpath("views.sql").read_text()
+    """views.sql, then each probe's views_<probe>.sql (they build on the shared views)."""
+    folder = resources.files("needlescope.warehouse")
+    names = [
+        "views.sql",
+        *sorted(
+            f.name
+            for f in folder.iterdir()
+            if f.name.startswith("views_") and f.name.endswith(".sql")
+        ),
+    ]
+    text = "\n".join(folder.joinpath(name).read_text() for name in names)
     return text.replace("{parquet}", parquet_dir.resolve().as_posix().replace("'", "''"))
 
 

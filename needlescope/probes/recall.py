@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from needlescope.cells import Cell
+from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
+from needlescope.config import RecallProbe, SweepConfig
 from needlescope.fillers import Filler
-from needlescope.haystack import fit_to_length, insert_needles, parse_regions, place_needles
+from needlescope.grading import ErrorAnalysis, analyze_errors, grade_recall
+from needlescope.haystack import insert_needles, parse_regions, place_needles
+from needlescope.probes.base import Grade, NeedleResult, Rendered
 from needlescope.probes.templates import RECALL_TEMPLATES
-from needlescope.providers.base import Message
 
-Measure = Callable[[str], Awaitable[int]]
+NAME = "recall"
+FITS_FILLER = True
 
 
 @dataclass(frozen=True)
@@ -23,27 +27,34 @@ class Needles:
     fractions: tuple[float, ...]
 
 
-@dataclass(frozen=True)
-class RecallContext:
-    """One cell's prompt, with everything needed to grade the answer and to rebuild it exactly."""
-
-    cell: Cell
-    prompt_text: str
-    haystack_text: str
-    expected: tuple[int, ...]
-    fractions: tuple[float, ...]
-    offsets: tuple[int, ...]
-    filler_chars: int
-    prompt_length: int
-    max_tokens: int
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        return (Message("user", self.prompt_text),)
-
-    @property
-    def prompt_sha256(self) -> str:
-        return hashlib.sha256(self.prompt_text.encode()).hexdigest()
+def expand(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
+    params = canonical_json({"digits": probe.digits, "snap": probe.snap})
+    axes = itertools.product(
+        config.tested_models(),
+        probe.lengths,
+        probe.needle_counts,
+        probe.fillers,
+        probe.placements,
+        probe.regions,
+        probe.prompts,
+        range(probe.repeats),
+    )
+    for model, length, count, filler, placement, region, prompt, repeat in axes:
+        yield Cell(
+            **model_fields(model),
+            probe=NAME,
+            probe_params=params,
+            filler=filler,
+            filler_spec=filler_identity(config.filler_spec(filler)),
+            placement=placement,
+            region=region,
+            prompt_version=prompt,
+            length=length,
+            length_unit=probe.length_unit,
+            needle_count=count,
+            repeat=repeat,
+            seed=config.seed,
+        )
 
 
 def draw_needles(cell: Cell) -> Needles:
@@ -51,7 +62,8 @@ def draw_needles(cell: Cell) -> Needles:
     digits = int(cell.params()["digits"])
     rng = random.Random(cell.rng_seed)
     values = tuple(rng.sample(range(10 ** (digits - 1), 10**digits), cell.needle_count))
-    fractions = place_needles(cell.needle_count, parse_regions(cell.region), cell.placement, rng)  # type: ignore[arg-type]
+    regions = parse_regions(cell.region)
+    fractions = place_needles(cell.needle_count, regions, cell.placement, rng)  # type: ignore[arg-type]
     return Needles(values=values, fractions=tuple(fractions))
 
 
@@ -63,10 +75,8 @@ def snap_mode(cell: Cell, filler_kind: str) -> str:
     return "char" if filler_kind == "pattern" else "word"
 
 
-def render(
-    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int
-) -> tuple[str, str, tuple[int, ...]]:
-    """The prompt text around ``filler_chars`` characters of filler: (prompt, haystack, offsets)."""
+def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
+    """The prompt around ``filler_chars`` characters of filler."""
     needles = draw_needles(cell)
     inserted = insert_needles(
         filler.text(filler_chars),
@@ -75,9 +85,14 @@ def render(
         snap_mode(cell, filler_kind),  # type: ignore[arg-type]
     )
     template = RECALL_TEMPLATES[cell.prompt_version]
-    digits = int(cell.params()["digits"])
-    prompt = template.render(digits=digits, haystack=inserted.text)
-    return prompt, inserted.text, tuple(inserted.offsets)
+    prompt = template.render(digits=int(cell.params()["digits"]), haystack=inserted.text)
+    return Rendered(
+        prompt_text=prompt,
+        haystack_text=inserted.text,
+        expected=needles.values,
+        fractions=needles.fractions,
+        offsets=tuple(inserted.offsets),
+    )
 
 
 def answer_budget(cell: Cell, max_tokens: int | None) -> int:
@@ -88,45 +103,46 @@ def answer_budget(cell: Cell, max_tokens: int | None) -> int:
     return cell.needle_count * (digits + 8) + 32
 
 
-async def build_context(
-    cell: Cell,
-    filler: Filler,
-    filler_kind: str,
-    measure: Measure,
-    *,
-    max_tokens: int | None = None,
-) -> RecallContext:
-    """Fit the haystack so the whole prompt, as sent, is ``cell.length`` units long."""
-    fit = await fit_to_length(
-        lambda n: render(cell, filler, filler_kind, n)[0], measure, cell.length
-    )
-    return rebuild(cell, filler, filler_kind, fit.n_filler_chars, fit.measured, max_tokens)
-
-
-def rebuild(
-    cell: Cell,
-    filler: Filler,
-    filler_kind: str,
-    filler_chars: int,
-    prompt_length: int,
-    max_tokens: int | None = None,
-) -> RecallContext:
-    """The exact prompt of a cell from its stored filler size: no tokenizer needed."""
-    prompt, haystack, offsets = render(cell, filler, filler_kind, filler_chars)
-    needles = draw_needles(cell)
-    return RecallContext(
-        cell=cell,
-        prompt_text=prompt,
-        haystack_text=haystack,
-        expected=needles.values,
-        fractions=needles.fractions,
-        offsets=offsets,
-        filler_chars=filler_chars,
-        prompt_length=prompt_length,
-        max_tokens=answer_budget(cell, max_tokens),
+def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> Grade:
+    result = grade_recall(expected, response)
+    figures = result.figures()
+    base = {
+        "parse_ok": figures.pop("parse_ok"),
+        "parse_error": figures.pop("parse_error"),
+        "accuracy": figures.pop("accuracy"),
+    }
+    if result.answered is None:
+        return Grade(**base, figures=figures)
+    analysis = analyze_errors(expected, result.answered)
+    return Grade(
+        **base,
+        answered=list(result.answered),
+        figures=figures,
+        needles=tuple(
+            NeedleResult(o.needle_index, int(o.expected), o.in_lcs, o.outcome)
+            for o in analysis.needles
+        ),
+        tables=error_tables(analysis),
     )
 
 
-def expected_json(values: tuple[int, ...]) -> str:
+def error_tables(analysis: ErrorAnalysis) -> dict[str, tuple[dict[str, Any], ...]]:
+    """Hallucination and duplicate rows (without their key columns) of one answer."""
+    return {
+        "hallucinations": tuple(
+            {**h._asdict(), "value": json.dumps(h.value)} for h in analysis.hallucinations
+        ),
+        "duplicates": tuple(
+            {
+                **d._asdict(),
+                "value": json.dumps(d.value),
+                "needle_indices": json.dumps(list(d.needle_indices)),
+            }
+            for d in analysis.duplicates
+        ),
+    }
+
+
+def expected_json(values: Sequence[int]) -> str:
     """The expected answer in the seed's own format: {"1": v1, "2": v2, …}."""
     return json.dumps({str(i + 1): v for i, v in enumerate(values)})

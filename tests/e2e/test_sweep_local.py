@@ -15,6 +15,7 @@ from needlescope.cells import expand_grid
 from needlescope.config import load_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
+from needlescope.probes.build import rebuild
 from needlescope.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.e2e
@@ -145,8 +146,8 @@ def test_prompts_rebuild_exactly_from_their_cells(cli, write_config, tmp_path: P
     for cell in cells:
         filler_chars, prompt_length, sha, text = stored[cell.cell_id]
         spec = config.filler_spec(cell.filler)
-        context = recall.rebuild(
-            cell, filler_from_spec(spec), spec.kind, filler_chars, prompt_length
+        context = rebuild(
+            recall, cell, filler_from_spec(spec), spec.kind, filler_chars, prompt_length
         )
         assert context.prompt_sha256 == sha
         assert context.prompt_text == text
