@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -75,6 +76,7 @@ class SweepRuntime:
     config: SweepConfig
     providers: dict[str, Provider] = field(default_factory=dict)
     _fillers: dict[str, Filler] = field(default_factory=dict)
+    _rubrics: dict[str, str] = field(default_factory=dict)
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:
@@ -121,6 +123,19 @@ class SweepRuntime:
             else:
                 built.contexts.append(context)
         return built
+
+    def rubric(self, probe: Any) -> str:
+        """The judge's rubric: the probe's rubric_file, else the one needlescope ships."""
+        path = getattr(probe, "rubric_file", None)
+        key = str(path)
+        if key not in self._rubrics:
+            if path is None:
+                from needlescope.judge import DEFAULT_RUBRIC
+
+                self._rubrics[key] = DEFAULT_RUBRIC
+            else:
+                self._rubrics[key] = Path(path).read_text(encoding="utf-8")
+        return self._rubrics[key]
 
     async def haystack_length(self, model: str, context: Context) -> int | None:
         unit = context.cell.length_unit
@@ -187,12 +202,17 @@ async def _open_provider(
 
 @contextlib.asynccontextmanager
 async def open_runtime(
-    config: SweepConfig, cells_by_model: dict[str, list[Cell]]
+    config: SweepConfig,
+    cells_by_model: dict[str, list[Cell]],
+    helpers: Collection[str] = (),
 ) -> AsyncIterator[SweepRuntime]:
+    """Provider clients (and local servers) for the models under test and their helpers."""
     runtime = SweepRuntime(config)
     async with contextlib.AsyncExitStack() as stack:
         for name, cells in cells_by_model.items():
             runtime.providers[name] = await _open_provider(stack, config.model(name), cells)
+        for name in sorted(helpers):
+            runtime.providers[name] = await _open_provider(stack, config.model(name), [])
         ACTIVE_PROVIDERS.update(runtime.providers)
         _CURRENT.append(runtime)
         try:

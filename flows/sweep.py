@@ -15,8 +15,8 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
-from needlescope.cells import Cell, default_epoch, expand_grid
-from needlescope.config import SweepConfig, load_config
+from needlescope.cells import Cell, default_epoch, expand_with_probes
+from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.probes.base import Context
@@ -26,6 +26,19 @@ from needlescope.tasks.prepare import build_prompts
 from needlescope.tasks.query import ATTEMPTS, query_model
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse, default_root
+
+
+def helper_models(
+    config: SweepConfig, cells: list[Cell], probe_of: dict[str, ProbeConfig]
+) -> set[str]:
+    """Models the cells to do need besides the ones under test: judges and embedders."""
+    names: set[str] = set()
+    for cell in cells:
+        probe = probe_of[cell.cell_id]
+        names.update(
+            n for n in (getattr(probe, "judge", None), getattr(probe, "embedder", None)) if n
+        )
+    return names
 
 
 def new_run_id() -> str:
@@ -52,6 +65,51 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     )
 
 
+class Asker:
+    """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
+
+    def __init__(self, config: SweepConfig, warehouse_id: str, epoch: str) -> None:
+        self.config = config
+        self.warehouse_id = warehouse_id
+        self.epoch = epoch
+        self._tasks: dict[str, Any] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    def _task(self, model: str) -> Any:
+        if model not in self._tasks:
+            model_config = self.config.model(model)
+            self._tasks[model] = query_model.with_options(
+                retries=self.config.retry.retries,
+                retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
+                tags=[
+                    f"needlescope-provider:{model_config.provider}",
+                    f"needlescope-model:{model}",
+                ],
+            )
+            self._limits[model] = asyncio.Semaphore(model_config.concurrency)
+        return self._tasks[model]
+
+    async def ask(
+        self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
+    ) -> Reply | BaseException:
+        task = self._task(model)
+        async with self._limits[model]:
+            state: State = await task(
+                model,
+                cell.cell_id,
+                self.epoch,
+                self.warehouse_id,
+                label,
+                request,
+                purpose,
+                return_state=True,
+            )
+        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
+        return (
+            outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
+        )
+
+
 class ModelSweep:
     """One model's share of a sweep, batch by batch: build, store cells, query, grade, store."""
 
@@ -64,6 +122,8 @@ class ModelSweep:
         epoch: str,
         progress: ProgressSink,
         known_cells: set[str],
+        asker: Asker,
+        probe_of: dict[str, ProbeConfig],
     ) -> None:
         self.runtime = runtime
         self.warehouse = warehouse
@@ -72,14 +132,8 @@ class ModelSweep:
         self.epoch = epoch
         self.progress = progress
         self.known_cells = known_cells
-        config = runtime.config
-        model_config = config.model(model)
-        self.query = query_model.with_options(
-            retries=config.retry.retries,
-            retry_delay_seconds=list(config.retry.backoff_s) or 0,
-            tags=[f"needlescope-provider:{model_config.provider}", f"needlescope-model:{model}"],
-        )
-        self.limit = asyncio.Semaphore(model_config.concurrency)
+        self.asker = asker
+        self.probe_of = probe_of
         self.graded = self.failed = self.dropped = 0
         self.logger = get_run_logger()
 
@@ -124,26 +178,45 @@ class ModelSweep:
             persist(str(self.warehouse.root), table, probe_rows, [probe, self.model])
 
     async def _ask(self, context: Context) -> Reply | BaseException:
-        cell = context.cell
-        async with self.limit:
-            state: State = await self.query(
-                self.model,
-                cell.cell_id,
-                self.epoch,
-                self.warehouse.id,
-                cell.label,
-                request_for(context, self.runtime.config),
-                return_state=True,
-            )
-        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
-        return (
-            outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
+        request = request_for(context, self.runtime.config)
+        return await self.asker.ask(self.model, context.cell, request, context.cell.label)
+
+    async def _judge(
+        self, context: Context, outcome: Reply | BaseException
+    ) -> dict[str, Any] | None:
+        """A judge model's verdict on an answer, for probes configured with a judge."""
+        judge_name = getattr(self.probe_of.get(context.cell.cell_id), "judge", None)
+        if judge_name is None or not isinstance(outcome, Reply):
+            return None
+        from needlescope.judge import judge_messages, parse_verdict
+
+        probe = self.probe_of[context.cell.cell_id]
+        expected = context.expected
+        messages = judge_messages(
+            expected["question"], expected["true_answer"], outcome.text, self.runtime.rubric(probe)
         )
+        request = ChatRequest(messages=messages, max_tokens=256, temperature=0.0)
+        label = f"judge {judge_name} · {context.cell.label}"
+        reply = await self.asker.ask(
+            judge_name, context.cell, request, label, f"judge:{judge_name}"
+        )
+        if not isinstance(reply, Reply):
+            return {"judge_model": judge_name, "judge_error": str(reply)[:300]}
+        verdict = parse_verdict(reply.text)
+        return {
+            "judge_model": judge_name,
+            "judge_score": verdict.score,
+            "judge_reason": verdict.reason,
+            "judge_error": verdict.error,
+            "judge_raw": reply.text,
+        }
 
     async def _query_and_grade(self, contexts: list[Context]) -> None:
         outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
+        pairs = zip(contexts, outcomes, strict=True)
+        verdicts = await asyncio.gather(*(self._judge(c, o) for c, o in pairs))
         attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
-        batch = grade_answers(contexts, outcomes, attempts, self.run_id, self.epoch)
+        batch = grade_answers(contexts, outcomes, attempts, verdicts, self.run_id, self.epoch)
         # Analysis rows first: an answer is what marks a cell done, so it is written last.
         for table, table_rows in batch.tables.items():
             if table != "answers":
@@ -184,7 +257,9 @@ async def run_sweep(
     store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
     epoch = epoch or default_epoch(config)
     run_id = new_run_id()
-    cells = expand_grid(config)
+    probe_of_cell = expand_with_probes(config)
+    cells = list(probe_of_cell)
+    probe_of = {cell.cell_id: probe for cell, probe in probe_of_cell.items()}
     kept = [c for c in cells if fits_context(c, config.model(c.model))]
     dropped = len(cells) - len(kept)
     if dropped:
@@ -223,10 +298,14 @@ async def run_sweep(
     sweeps: list[ModelSweep] = []
     try:
         if by_model:
-            async with open_runtime(config, by_model) as runtime:
+            helpers = helper_models(config, todo, probe_of) - set(by_model)
+            async with open_runtime(config, by_model, helpers) as runtime:
                 known = store.known_cell_ids()
+                asker = Asker(config, store.id, epoch)
                 sweeps = [
-                    ModelSweep(runtime, store, model, run_id, epoch, progress, known)
+                    ModelSweep(
+                        runtime, store, model, run_id, epoch, progress, known, asker, probe_of
+                    )
                     for model in by_model
                 ]
                 await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from needlescope.config import FillerSpec, ModelConfig, SweepConfig
+from needlescope.config import FillerSpec, ModelConfig, ProbeConfig, SweepConfig
 from needlescope.fillers import filler_from_spec
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
@@ -117,15 +117,20 @@ def filler_identity(spec: FillerSpec) -> str:
 
 def expand_grid(config: SweepConfig) -> list[Cell]:
     """All cells of a sweep, in a stable order, without duplicates."""
-    seen: set[str] = set()
-    cells: list[Cell] = []
+    return list(expand_with_probes(config))
+
+
+def expand_with_probes(config: SweepConfig) -> dict[Cell, ProbeConfig]:
+    """Each cell of the sweep with the probe config it came from (judges, retrieval settings)."""
     from needlescope.probes import probe_module
 
+    cells: dict[Cell, ProbeConfig] = {}
+    seen: set[str] = set()
     for probe in config.probes:
         for cell in probe_module(probe.probe).expand(config, probe):
             if cell.cell_id not in seen:
                 seen.add(cell.cell_id)
-                cells.append(cell)
+                cells[cell] = probe
     return cells
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefect import task
 from prefect.runtime import task_run
 
 from needlescope.probes import probe_module
-from needlescope.probes.base import Context
+from needlescope.probes.base import Context, Grade
 from needlescope.providers.base import Reply
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse
@@ -35,16 +35,30 @@ class GradedBatch:
     )
 
 
+def with_verdict(grade: Grade, verdict: dict[str, Any]) -> Grade:
+    """A judge's verdict beside the deterministic grade, and whether the two disagree."""
+    from needlescope.judge import disagreement
+
+    score = verdict.get("judge_score")
+    disagree = (
+        None if score is None or grade.accuracy is None else disagreement(grade.accuracy, score)
+    )
+    return replace(grade, detail={**grade.detail, **verdict, "disagreement": disagree})
+
+
 @task(name="grade", task_run_name=_grade_name)
 def grade_answers(
     contexts: list[Context],
     outcomes: list[Reply | BaseException],
     attempts: list[int],
+    verdicts: list[dict[str, Any] | None],
     run_id: str,
     epoch: str,
 ) -> GradedBatch:
     batch = GradedBatch()
-    for context, outcome, tries in zip(contexts, outcomes, attempts, strict=True):
+    for context, outcome, tries, verdict in zip(
+        contexts, outcomes, attempts, verdicts, strict=True
+    ):
         if not isinstance(outcome, Reply):
             batch.tables["answers"].append(
                 row_builders.error_row(context, outcome, run_id, epoch, tries)
@@ -54,6 +68,8 @@ def grade_answers(
         grade = probe_module(cell.probe).grade(
             context.expected, context.rendered.facts, outcome.text
         )
+        if verdict is not None:
+            grade = with_verdict(grade, verdict)
         batch.tables["answers"].append(
             row_builders.graded_row(context, outcome, grade, run_id, epoch, tries)
         )

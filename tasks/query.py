@@ -22,7 +22,9 @@ ATTEMPTS: Counter[str] = Counter()
 def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     # The warehouse id keeps two warehouses (e.g. two test runs) from sharing answers.
     warehouse, epoch, cell = (parameters[k] for k in ("warehouse_id", "epoch", "cell_id"))
-    return f"needlescope-query-{warehouse}-{epoch}-{cell}"
+    purpose = parameters.get("purpose", "answer")
+    suffix = "" if purpose == "answer" else f"-{purpose}"
+    return f"needlescope-query-{warehouse}-{epoch}-{cell}{suffix}"
 
 
 def is_retryable(task: Any, task_run: TaskRun, state: State) -> bool:
@@ -38,7 +40,15 @@ def is_retryable(task: Any, task_run: TaskRun, state: State) -> bool:
     retry_condition_fn=is_retryable,
 )
 async def query_model(
-    model: str, cell_id: str, epoch: str, warehouse_id: str, label: str, request: ChatRequest
+    model: str,
+    cell_id: str,
+    epoch: str,
+    warehouse_id: str,
+    label: str,
+    request: ChatRequest,
+    purpose: str = "answer",
 ) -> Reply:
-    ATTEMPTS[cell_id] += 1
+    """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>"."""
+    if purpose == "answer":
+        ATTEMPTS[cell_id] += 1
     return await ACTIVE_PROVIDERS[model].complete(request)
