@@ -210,18 +210,38 @@ def report(
 
 @app.command()
 def grade(
-    probe: Annotated[str, typer.Argument(help="The probe whose grader to use (recall).")],
-    expected: Annotated[str, typer.Option(help="Expected answer: JSON or a file path.")],
+    probe: Annotated[
+        str,
+        typer.Argument(
+            help="The probe whose grader to use: recall, counting_stars, goto, cases, rag."
+        ),
+    ],
+    expected: Annotated[
+        str,
+        typer.Option(
+            help='Expected answer, JSON or a file path: recall {"1": 1234, …} or [1234, …]; '
+            "counting_stars [counts…]; goto the value; cases/rag the case as in the cells table."
+        ),
+    ],
     answer: Annotated[str, typer.Option(help="The model's answer: text or a file path.")],
+    facts: Annotated[
+        str | None,
+        typer.Option(help="The context's facts (JSON or file), as in the cells table's `facts`."),
+    ] = None,
 ) -> None:
-    """Grade one answer by hand and print the grade as one JSON object."""
+    """Grade one answer by hand and print the grade as one JSON object (accuracy 0–100)."""
     from needlescope.grading.cli import grade_one
 
     try:
-        result = grade_one(probe, _text_or_file(expected), _text_or_file(answer))
+        result = grade_one(
+            probe,
+            _text_or_file(expected),
+            _text_or_file(answer),
+            _text_or_file(facts) if facts else None,
+        )
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
-    sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
 
 
 @app.command("import-legacy")

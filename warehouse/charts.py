@@ -1,70 +1,433 @@
-"""Chart builders: a frame and column names in, an ``alt.Chart`` out. No I/O here."""
+"""Chart builders: a frame and column names in, an Altair chart out. No I/O here.
+
+Every builder copes with degenerate frames (no rows, one length, no parsed answer) by
+returning a titled placeholder that says what is missing. Heatmaps put length on an
+ordinal axis sorted numerically and draw one panel per ``panel`` value (a model), stacked
+in a block per ``row`` value (a variant), all on one explicit colour scale.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any, TypeAlias, cast
+
 import altair as alt
 import polars as pl
+import polars.selectors as cs
+from altair import Undefined
 
-ACCURACY_SCALE = alt.Scale(domain=[0, 100])
+Chart: TypeAlias = alt.Chart | alt.LayerChart | alt.FacetChart | alt.VConcatChart
 
+ACCURACY_DOMAIN = (0.0, 100.0)
+# Ramps for error shares: zero is near white, so "none" never looks like "some".
+REDS = ("#f7f7f7", "#fcae91", "#de2d26", "#67000d")
+PURPLES = ("#f7f7f7", "#bcbddc", "#756bb1", "#3f007d")
+ORANGES = ("#f7f7f7", "#fdae6b", "#e6550d", "#7f2704")
+PANEL_COLUMNS = 3
+WIDTH, HEIGHT = 560, 300
+PANEL_WIDTH, PANEL_HEIGHT = 300, 200
+NO_PARSED = "No parsed answers yet: nothing to chart."
 
-def _series(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.with_columns(
-        (pl.col("model") + " · " + pl.col("needle_count").cast(pl.Utf8) + " needles").alias(
-            "series"
-        )
-    )
-
-
-def accuracy_by_length(frame: pl.DataFrame) -> alt.Chart:
-    """Mean accuracy (parsed answers only) by length, one line per model and needle count."""
-    data = _series(frame.filter(pl.col("graded") > 0)).with_columns(
-        (pl.col("mean_accuracy") - pl.col("ci95_half_width").fill_null(0))
-        .clip(0, 100)
-        .alias("low"),
-        (pl.col("mean_accuracy") + pl.col("ci95_half_width").fill_null(0))
-        .clip(0, 100)
-        .alias("high"),
-    )
-    base = alt.Chart(data).encode(
-        x=alt.X("length:Q", title="context length"),
-        color=alt.Color("series:N", title="model · needles"),
-    )
-    band = base.mark_errorbar().encode(y=alt.Y("low:Q", scale=ACCURACY_SCALE), y2="high:Q")
-    line = base.mark_line(point=True).encode(
-        y=alt.Y("mean_accuracy:Q", title="mean accuracy (%)", scale=ACCURACY_SCALE),
-        tooltip=[
-            "model:N",
-            "length:Q",
-            "length_unit:N",
-            "needle_count:Q",
-            "filler:N",
-            "prompt_version:N",
-            alt.Tooltip("mean_accuracy:Q", format=".1f"),
-            "answers:Q",
-            "parse_failures:Q",
-        ],
-    )
-    return (band + line).properties(
-        title="Average accuracy by length (95% interval)", width=520, height=300
-    )
+# How an axis value reads in a label; anything else is shown as is.
+_LABELS = {
+    "needle_count": "{} needles",
+    "length_unit": "lengths in {}",
+    "region": "region {}",
+    "placement": "{} placement",
+}
 
 
-def parse_failures_by_length(frame: pl.DataFrame) -> alt.Chart:
-    data = _series(frame.filter(pl.col("answers") > 0))
+def varying(frame: pl.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The columns that hold more than one distinct value (null counts as a value)."""
+    return [c for c in columns if c in frame.columns and frame[c].n_unique() > 1]
+
+
+def with_label(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.DataFrame:
+    """Add ``name``: the values of ``columns`` joined by " · " (e.g. "gpt · 40 needles")."""
+    if not columns:
+        return frame.with_columns(pl.lit("all").alias(name))
+    parts = [
+        pl.format(_LABELS.get(c, "{}"), pl.col(c).cast(pl.Utf8).fill_null("–")) for c in columns
+    ]
+    return frame.with_columns(pl.concat_str(parts, separator=" · ").alias(name))
+
+
+def nice_max(value: float | None, floor: float = 1e-9) -> float:
+    """The smallest 1, 2, 2.5 or 5 × 10^k at or above ``value`` (at least ``floor``)."""
+    value = max(value or 0.0, floor)
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * power >= value * (1 - 1e-12):
+            return float(step * power)
+    return float(10 * power)  # pragma: no cover - the loop always returns
+
+
+def _title(text: str, subtitle: str | None = None) -> alt.TitleParams:
+    if subtitle:
+        return alt.TitleParams(text, subtitle=subtitle, anchor="start")
+    return alt.TitleParams(text, anchor="start")
+
+
+def placeholder(title: str, message: str = NO_PARSED, subtitle: str | None = None) -> alt.Chart:
+    """A chart that states why there is nothing to draw."""
     return (
-        alt.Chart(data)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("length:Q", title="context length"),
-            y=alt.Y(
-                "parse_failure_rate:Q",
-                title="JSON parse failures",
-                axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1]),
-            ),
-            color=alt.Color("series:N", title="model · needles"),
-            tooltip=["model:N", "length:Q", "needle_count:Q", "answers:Q", "parse_failures:Q"],
+        alt.Chart(pl.DataFrame({"message": [message]}))
+        .mark_text(fontSize=14, color="#777")
+        .encode(text="message:N")
+        .properties(title=_title(title, subtitle), width=WIDTH, height=60)
+    )
+
+
+def _order(frame: pl.DataFrame, column: str) -> list[Any]:
+    """The distinct values of a column in order of first appearance."""
+    return frame.get_column(column).unique(maintain_order=True).to_list()
+
+
+def _facet(
+    layered: alt.Chart | alt.LayerChart,
+    frame: pl.DataFrame,
+    panel: str | None,
+    title: alt.TitleParams,
+    *,
+    columns: int = PANEL_COLUMNS,
+    independent_y: bool = False,
+) -> Chart:
+    """One panel per value of ``panel``, wrapped in rows of ``columns``; the chart alone
+    when ``panel`` is None. The colour scale is shared by all panels."""
+    if panel is None:
+        return layered.properties(title=title)
+    panels = _order(frame, panel)
+    header = alt.Header(labelFontSize=12, labelFontWeight="bold", labelLimit=320)
+    faceted = layered.facet(
+        facet=alt.Facet(f"{panel}:N", sort=panels, title=None, header=header),
+        columns=min(columns, len(panels)),
+    ).properties(title=title)
+    # Every panel keeps its own lengths (and needle indices) and draws its own axes.
+    if independent_y:
+        return faceted.resolve_scale(x="independent", y="independent", color="shared")
+    return faceted.resolve_scale(x="independent", color="shared")
+
+
+def _series_color(frame: pl.DataFrame, column: str, title: str) -> alt.Color:
+    scheme = "tableau10" if frame[column].n_unique() <= 10 else "tableau20"
+    legend = alt.Legend(title=title, labelLimit=320, orient="right", symbolOpacity=1)
+    return alt.Color(f"{column}:N", scale=alt.Scale(scheme=cast(Any, scheme)), legend=legend)
+
+
+def length_format(lengths: Sequence[float]) -> str:
+    """SI for round lengths (16k), whole numbers with separators for others (10,389)."""
+    return "~s" if all(v % 1000 == 0 for v in lengths) else ",d"
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    ticks = []
+    for power in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        ticks += [m * 10**power for m in (1, 2, 5) if low <= m * 10**power <= high]
+    return ticks
+
+
+def _length_x(frame: pl.DataFrame, field: str, title: str) -> alt.X:
+    """Quantitative length (log when the lengths span 16x or more); ordinal for one length."""
+    lengths = sorted(v for v in frame[field].unique().to_list() if v is not None)
+    if len(lengths) <= 1:
+        axis = alt.Axis(format=length_format(lengths), labelAngle=0)
+        return alt.X(f"{field}:O", title=title, axis=axis)
+    few = len(lengths) <= 12
+    if lengths[0] > 0 and lengths[-1] / lengths[0] >= 16:
+        values = lengths if few else _log_ticks(lengths[0], lengths[-1])
+        axis = alt.Axis(format=length_format(values), values=values, labelOverlap="greedy")
+        scale = alt.Scale(type="log", nice=False)
+    else:
+        axis = alt.Axis(
+            format=length_format(lengths),
+            values=lengths if few else Undefined,
+            labelOverlap="greedy",
         )
-        .properties(title="Parse-failure probability by length", width=520, height=220)
+        scale = alt.Scale(zero=False, nice=False)
+    return alt.X(f"{field}:Q", title=title, scale=scale, axis=axis)
+
+
+def _slim(frame: pl.DataFrame, fields: Sequence[str | None]) -> pl.DataFrame:
+    """Only the columns a chart uses, floats rounded: the data is inlined in every spec."""
+    keep = [f for f in dict.fromkeys(fields) if f and f in frame.columns]
+    return frame.select(keep).with_columns(cs.float().round(4))
+
+
+def _tooltip(frame: pl.DataFrame, fields: Sequence[str]) -> list[alt.Tooltip]:
+    tips = []
+    for field in fields:
+        if field not in frame.columns:
+            continue
+        dtype = frame.schema[field]
+        if dtype.is_float():
+            tips.append(alt.Tooltip(f"{field}:Q", format=".3~f"))
+        elif dtype.is_numeric():
+            tips.append(alt.Tooltip(f"{field}:Q"))
+        else:
+            tips.append(alt.Tooltip(f"{field}:N"))
+    return tips
+
+
+def _lines(
+    frame: pl.DataFrame,
+    *,
+    x: str,
+    y: str,
+    y_axis: alt.Y,
+    y_scale: alt.Scale,
+    y_title: str,
+    color: str,
+    color_title: str,
+    panel: str | None,
+    dash: str | None,
+    low: str | None,
+    high: str | None,
+    x_title: str,
+    title: alt.TitleParams,
+    tooltip: Sequence[str],
+) -> Chart:
+    frame = _slim(frame, [x, y, low, high, color, panel, dash, *tooltip])
+    width, height = (PANEL_WIDTH, PANEL_HEIGHT) if panel else (WIDTH, HEIGHT)
+    encoding: dict[str, Any] = {
+        "x": _length_x(frame, x, x_title),
+        "color": _series_color(frame, color, color_title),
+    }
+    base = alt.Chart().encode(**encoding)
+    line = base.mark_line().encode(y=y_axis)
+    if dash:
+        legend = alt.Legend(title=dash.replace("_", " "), symbolType="stroke", symbolSize=400)
+        line = line.encode(strokeDash=alt.StrokeDash(f"{dash}:N", legend=legend))
+    points = base.mark_circle(size=40, opacity=1).encode(y=y_axis, tooltip=_tooltip(frame, tooltip))
+    layers: list[alt.Chart] = [line, points]
+    if low and high:
+        data = frame.with_columns(
+            pl.col(low).fill_null(pl.col(y)), pl.col(high).fill_null(pl.col(y))
+        )
+        band = base.mark_errorbar(ticks=True, opacity=0.6).encode(
+            y=alt.Y(f"{low}:Q", scale=y_scale, title=y_title), y2=f"{high}:Q"
+        )
+        layers.insert(0, band)
+    else:
+        data = frame
+    layered = alt.LayerChart(data=data, layer=layers).properties(width=width, height=height)
+    return _facet(layered, data, panel, title)
+
+
+def accuracy_by_length(
+    frame: pl.DataFrame,
+    *,
+    color: str = "model",
+    panel: str | None = None,
+    dash: str | None = None,
+    x: str = "length",
+    y: str = "mean_accuracy",
+    low: str | None = "ci95_low",
+    high: str | None = "ci95_high",
+    x_title: str = "context length",
+    color_title: str | None = None,
+    title: str = "Average accuracy by length",
+    subtitle: str | None = "mean of the parsed answers, with its 95% interval",
+) -> Chart:
+    """Mean accuracy by length, a line per ``color`` (and ``dash``) value, a panel per ``panel``."""
+    data = frame.filter(pl.col(y).is_not_null())
+    if data.is_empty():
+        return placeholder(title, subtitle=subtitle)
+    y_scale = alt.Scale(domain=list(ACCURACY_DOMAIN))
+    y_title = "mean accuracy (%)"
+    y_axis = alt.Y(f"{y}:Q", title=y_title, scale=y_scale)
+    fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
+    fields += ["prompt_version", y, low, high, "graded", "answers", "parse_failures"]
+    return _lines(
+        data,
+        x=x,
+        y=y,
+        y_axis=y_axis,
+        y_scale=y_scale,
+        y_title=y_title,
+        color=color,
+        color_title=color_title or color.replace("_", " "),
+        panel=panel,
+        dash=dash,
+        low=low,
+        high=high,
+        x_title=x_title,
+        title=_title(title, subtitle),
+        tooltip=list(dict.fromkeys(f for f in fields if f)),
+    )
+
+
+def parse_failures_by_length(
+    frame: pl.DataFrame,
+    *,
+    color: str = "model",
+    panel: str | None = None,
+    dash: str | None = None,
+    x: str = "length",
+    y: str = "parse_failure_rate",
+    x_title: str = "context length",
+    color_title: str | None = None,
+    title: str = "JSON parse-failure probability by length",
+    subtitle: str | None = "share of the answers with no parseable JSON object",
+) -> Chart:
+    data = frame.filter(pl.col(y).is_not_null())
+    if data.is_empty():
+        return placeholder(title, "No answers yet: nothing to chart.", subtitle)
+    y_scale = alt.Scale(domain=[0, 1])
+    y_title = "parse failures"
+    y_axis = alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(format="%"), scale=y_scale)
+    fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
+    fields += ["prompt_version", y, "answers", "parse_failures"]
+    return _lines(
+        data,
+        x=x,
+        y=y,
+        y_axis=y_axis,
+        y_scale=y_scale,
+        y_title=y_title,
+        color=color,
+        color_title=color_title or color.replace("_", " "),
+        panel=panel,
+        dash=dash,
+        low=None,
+        high=None,
+        x_title=x_title,
+        title=_title(title, subtitle),
+        tooltip=list(dict.fromkeys(f for f in fields if f)),
+    )
+
+
+def accuracy_by_filler(
+    frame: pl.DataFrame,
+    *,
+    x: str = "model",
+    group: str = "filler",
+    y: str = "mean_accuracy",
+    low: str | None = "ci95_low",
+    high: str | None = "ci95_high",
+    panel: str | None = None,
+    title: str = "Accuracy by filler",
+    subtitle: str | None = "mean of the parsed answers over all lengths, with its 95% interval",
+) -> Chart:
+    """Grouped bars: one group per ``x`` value (a model), one bar per ``group`` (a filler)."""
+    data = frame.filter(pl.col(y).is_not_null())
+    if data.is_empty():
+        return placeholder(title, subtitle=subtitle)
+    fields = [x, group, panel, y, low, high, "graded", "answers", "parse_failures"]
+    data = _slim(data, fields)
+    bars = max(data.group_by(panel).len()["len"].to_list()) if panel else data.height
+    width = max(160, min(900, 26 * bars + 20))
+    scale = alt.Scale(domain=list(ACCURACY_DOMAIN))
+    base = alt.Chart().encode(
+        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200)),
+        xOffset=alt.XOffset(f"{group}:N"),
+    )
+    bar = base.mark_bar().encode(
+        y=alt.Y(f"{y}:Q", title="mean accuracy (%)", scale=scale),
+        color=alt.Color(f"{group}:N", title=group.replace("_", " ")),
+        tooltip=_tooltip(data, [f for f in dict.fromkeys(fields) if f]),
+    )
+    layers: list[alt.Chart] = [bar]
+    if low and high:
+        data = data.with_columns(
+            pl.col(low).fill_null(pl.col(y)), pl.col(high).fill_null(pl.col(y))
+        )
+        layers.append(
+            base.mark_rule(color="#333").encode(
+                y=alt.Y(f"{low}:Q", scale=scale, title="mean accuracy (%)"), y2=f"{high}:Q"
+            )
+        )
+    layered = alt.LayerChart(data=data, layer=layers).properties(width=width, height=260)
+    return _facet(layered, data, panel, _title(title, subtitle))
+
+
+def _color_scale(
+    domain: tuple[float, float], scheme: str, colors: Sequence[str] | None
+) -> alt.Scale:
+    """A scheme, or a ramp through ``colors`` spread evenly over the domain (0 = the first)."""
+    if not colors:
+        return alt.Scale(domain=list(domain), scheme=cast(Any, scheme), clamp=True)
+    low, high = domain
+    stops = [low + (high - low) * i / (len(colors) - 1) for i in range(len(colors))]
+    return alt.Scale(domain=stops, range=list(colors), clamp=True, interpolate="lab")
+
+
+def heatmap(
+    frame: pl.DataFrame,
+    *,
+    value: str,
+    x: str = "length",
+    y: str = "needle_index",
+    panel: str = "model",
+    row: str | None = None,
+    domain: tuple[float, float] = ACCURACY_DOMAIN,
+    scheme: str = "viridis",
+    colors: Sequence[str] | None = None,
+    y_sort: Sequence[Any] | None = None,
+    row_sort: Sequence[Any] | None = None,
+    title: str,
+    subtitle: str | None = None,
+    x_title: str = "context length",
+    y_title: str = "needle",
+    value_title: str | None = None,
+    value_format: str = ".1f",
+    tooltip: Sequence[str] = (),
+    empty_message: str = NO_PARSED,
+) -> Chart:
+    """Rectangles at (x, y) coloured by ``value`` on one scale (``domain``) for all panels:
+    one per ``panel`` value (a model), in a block per ``row`` value (a variant) if given."""
+    data = frame.filter(pl.col(value).is_not_null())
+    if data.is_empty():
+        return placeholder(title, empty_message, subtitle)
+    data = _slim(data, [panel, row, x, y, value, *tooltip])
+    xs = sorted(data[x].unique().to_list())
+    ys = list(y_sort) if y_sort is not None else sorted(data[y].unique().to_list())
+    per_panel = data.group_by([k for k in (panel, row) if k]).agg(pl.col(y).n_unique())
+    x_step = max(14, min(40, 360 // max(len(xs), 1)))
+    tallest = max(per_panel[y].to_list(), default=1)
+    y_step = max(4, min(14, 420 // max(tallest, 1)))
+    y_axis = alt.Axis(labelOverlap="greedy", labelFontSize=9 if y_step < 10 else 10)
+    x_axis = alt.Axis(format=length_format(xs), labelAngle=-45) if x == "length" else alt.Axis()
+    encoding = {
+        "x": alt.X(f"{x}:O", sort=xs, title=x_title, axis=x_axis),
+        "y": alt.Y(f"{y}:O", sort=ys, title=y_title, axis=y_axis),
+        "color": alt.Color(
+            f"{value}:Q",
+            title=value_title or value.replace("_", " "),
+            scale=_color_scale(domain, scheme, colors),
+            legend=alt.Legend(
+                format=value_format.replace("f", "~f"),
+                orient="top",
+                direction="horizontal",
+                gradientLength=220,
+                titleLimit=400,
+            ),
+        ),
+        "tooltip": _tooltip(
+            data, [f for f in dict.fromkeys([panel, row, x, y, value, *tooltip]) if f]
+        ),
+    }
+
+    def panels(part: pl.DataFrame, heading: alt.TitleParams) -> Chart:
+        rect = alt.Chart(part).mark_rect().encode(**encoding)
+        rect = rect.properties(width=alt.Step(x_step), height=alt.Step(y_step))
+        return _facet(rect, part, panel, heading, columns=4, independent_y=True)
+
+    if row is None:
+        return panels(data, _title(title, subtitle))
+    # One block of model panels per variant (e.g. needle count × filler), stacked.
+    present = _order(data, row)
+    order = [v for v in row_sort or () if v in present]
+    order += [v for v in present if v not in order]
+    blocks = [
+        panels(
+            data.filter(pl.col(row) == value),
+            alt.TitleParams(str(value), fontSize=13, anchor="start", color="#444"),
+        )
+        for value in order
+    ]
+    return (
+        alt.vconcat(*blocks, spacing=24)
+        .resolve_scale(color="shared")
+        .properties(title=_title(title, subtitle))
     )

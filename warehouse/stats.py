@@ -1,20 +1,196 @@
-"""Error statistics as tidy Polars frames, read from the views (never from file paths)."""
+"""Error statistics as tidy Polars frames, read from the views (never from file paths).
+
+Every summary is one SQL definition, :func:`summary_sql`, grouped by whichever axes a table
+or chart needs. Parse failures count as answers but are excluded from the accuracy figures
+(the seed's rule); failed requests (``error_kind`` set) are counted apart as ``errors``.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import duckdb
 import polars as pl
 
+# The axes of a recall cell config: its repeats (and epochs) differ in nothing else.
+AXES: tuple[str, ...] = (
+    "probe",
+    "model",
+    "length_unit",
+    "length",
+    "needle_count",
+    "filler",
+    "prompt_version",
+    "placement",
+    "region",
+)
+UNSTABLE_RANGE = 30.0
+UNSTABLE_VARIABLE = "recall_unstable_range"
+
+# Two-sided 95% Student t quantiles for 1..30 degrees of freedom; past 30 the
+# Cornish-Fisher expansion below is within 0.001 of the exact value.
+_T975 = (
+    "[12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,\n"
+    "                2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,\n"
+    "                2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]"
+)
+_T975_LARGE = "1.959964 + 2.372271 / {df} + 2.822499 / ({df} * {df})"
+
+
+def _t975(df: str) -> str:
+    return (
+        f"CASE WHEN {df} BETWEEN 1 AND 30\n           THEN {_T975}[{df}]\n"
+        f"           WHEN {df} > 30 THEN {_T975_LARGE.format(df=df)} END"
+    )
+
+
+def _quoted(axes: Sequence[str]) -> str:
+    return ", ".join(f'"{axis}"' for axis in axes)
+
+
+def summary_sql(axes: Sequence[str], source: str = "results") -> str:
+    """Answers, parse failures and accuracy figures of ``source`` grouped by ``axes``.
+
+    ``ci95_low``/``ci95_high``: Student t interval of the mean, clipped to 0-100.
+    ``accuracy_range`` is max - min over the parsed answers (the repeats and epochs of one
+    config when grouped by :data:`AXES`); ``unstable`` flags a range wider than the DuckDB
+    variable ``recall_unstable_range`` (default 30 points).
+    """
+    cols = _quoted(axes)
+    parsed = "error_kind IS NULL AND parse_ok"
+    return f"""
+WITH per_group AS (
+    SELECT {cols},
+           count(DISTINCT epoch) AS epochs,
+           count(DISTINCT "repeat") AS repeats,
+           count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
+           count(*) FILTER (WHERE {parsed}) AS graded,
+           count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
+           avg(accuracy) FILTER (WHERE {parsed}) AS mean_accuracy,
+           median(accuracy) FILTER (WHERE {parsed}) AS median_accuracy,
+           min(accuracy) FILTER (WHERE {parsed}) AS min_accuracy,
+           max(accuracy) FILTER (WHERE {parsed}) AS max_accuracy,
+           stddev_samp(accuracy) FILTER (WHERE {parsed}) AS sd_accuracy,
+           avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s
+    FROM {source}
+    GROUP BY {cols}
+), with_interval AS (
+    SELECT *,
+           -- Student t interval of the mean: t(0.975, graded - 1) * sd / sqrt(graded)
+           {_t975("(graded - 1)")}
+           * sd_accuracy / sqrt(graded) AS ci95_half_width
+    FROM per_group
+)
+SELECT {cols}, epochs, repeats, answers, parse_failures, graded, errors,
+       parse_failures / nullif(answers, 0) AS parse_failure_rate,
+       mean_accuracy,
+       -- greatest/least skip NULLs: no interval (under 2 parsed answers) must stay NULL
+       CASE WHEN ci95_half_width IS NOT NULL
+            THEN greatest(mean_accuracy - ci95_half_width, 0.0) END AS ci95_low,
+       CASE WHEN ci95_half_width IS NOT NULL
+            THEN least(mean_accuracy + ci95_half_width, 100.0) END AS ci95_high,
+       median_accuracy, min_accuracy, max_accuracy, sd_accuracy,
+       max_accuracy - min_accuracy AS accuracy_range,
+       coalesce(
+           max_accuracy - min_accuracy
+               > coalesce(getvariable('{UNSTABLE_VARIABLE}'), {UNSTABLE_RANGE}),
+           false
+       ) AS unstable,
+       mean_latency_s
+FROM with_interval
+"""
+
+
+RECALL_STATS_VIEW = f"""
+-- Per recall cell config (model × length × needle count × filler × prompt × placement ×
+-- region): counts, accuracy figures over parsed answers, the spread of its repeats and
+-- an `unstable` flag (SET VARIABLE {UNSTABLE_VARIABLE} = 20; to change the threshold).
+CREATE OR REPLACE VIEW recall_stats AS
+{summary_sql(AXES).strip()};
+"""
+
+
+def _order(axes: Sequence[str]) -> str:
+    return ", ".join(f'"{axis}" NULLS FIRST' for axis in axes)
+
+
+def recall_stats(
+    con: duckdb.DuckDBPyConnection, unstable_range: float = UNSTABLE_RANGE
+) -> pl.DataFrame:
+    """The statistics table: one row per cell config, with the spread of its repeats."""
+    con.execute(f"SET VARIABLE {UNSTABLE_VARIABLE} = {float(unstable_range)!r}")
+    return con.sql(f"SELECT * FROM recall_stats ORDER BY {_order(AXES)}").pl()
+
+
+def accuracy_summary(con: duckdb.DuckDBPyConnection, axes: Sequence[str]) -> pl.DataFrame:
+    """The same figures as :func:`recall_stats`, grouped by any axes of ``results``."""
+    return con.sql(f"{summary_sql(axes)} ORDER BY {_order(axes)}").pl()
+
 
 def accuracy_by_length(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Mean accuracy per model × length × needle count (× filler, prompt), with its counts."""
+    """Mean accuracy (with its 95% interval) and parse failures per cell config."""
+    return accuracy_summary(con, AXES)
+
+
+def needle_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Per needle index of every cell config: shares (0-100) of the parsed answers that
+    recalled it in order (the seed's position accuracy), missed it, or misordered it."""
+    cols = _quoted(AXES)
     return con.sql(
+        f"""
+        SELECT {cols}, needle_index,
+               count(*) AS parsed_answers,
+               count(*) FILTER (WHERE in_lcs) AS in_order,
+               count(*) FILTER (WHERE outcome = 'missing') AS missing,
+               count(*) FILTER (WHERE outcome = 'misorder') AS misorder,
+               100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS position_accuracy,
+               100.0 * count(*) FILTER (WHERE outcome = 'missing') / count(*) AS missing_rate,
+               100.0 * count(*) FILTER (WHERE outcome = 'misorder') / count(*) AS misorder_rate
+        FROM needle_outcomes
+        GROUP BY {cols}, needle_index
+        ORDER BY {_order(AXES)}, needle_index
         """
-        SELECT *,
-               parse_failures / nullif(answers, 0) AS parse_failure_rate,
-               1.96 * sd_accuracy / sqrt(nullif(graded, 0)) AS ci95_half_width
-        FROM accuracy_by_length
-        ORDER BY model, probe, length_unit, length, needle_count, filler, prompt_version
+    ).pl()
+
+
+def hallucination_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Hallucinated values per parsed answer, by the anchor interval they sit in.
+
+    Every interval seen in a config is listed at every length of that config with parsed
+    answers, with 0 where none fell in it, so a heatmap tells "none" from "not tested".
+    """
+    cols = _quoted(AXES)
+    same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
+    variant = [a for a in AXES if a != "length"]
+    same_variant = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM k."{a}"' for a in variant)
+    return con.sql(
+        f"""
+        WITH parsed AS (
+            SELECT {cols}, count(*) AS parsed_answers
+            FROM results WHERE error_kind IS NULL AND parse_ok
+            GROUP BY {cols}
+        ), found AS (
+            SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
+                   count(*) AS hallucinations
+            FROM hallucinations h
+            JOIN results r ON r.run_id = h.run_id AND r.epoch = h.epoch
+                AND r.cell_id = h.cell_id
+            GROUP BY ALL
+        ), intervals AS (
+            SELECT DISTINCT {_quoted(variant)}, key_from, key_to FROM found
+        ), grid AS (
+            SELECT p.*, k.key_from, k.key_to
+            FROM parsed p JOIN intervals k ON {same_variant}
+        )
+        SELECT {", ".join(f'p."{a}"' for a in AXES)}, p.key_from, p.key_to,
+               concat(p.key_from, '–', p.key_to) AS interval,
+               coalesce(i.hallucinations, 0) AS hallucinations,
+               p.parsed_answers,
+               coalesce(i.hallucinations, 0) / p.parsed_answers AS per_answer
+        FROM grid p
+        LEFT JOIN found i ON {same} AND p.key_from = i.key_from AND p.key_to = i.key_to
+        ORDER BY {", ".join(f'p."{a}" NULLS FIRST' for a in AXES)}, p.key_from, p.key_to
         """
     ).pl()
 
@@ -23,7 +199,7 @@ def run_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(
         """
         SELECT run_id, epoch, config_name, started_at, ended_at, cells_total, cells_skipped,
-               cells_dropped, cells_graded, cells_failed, needlescope_version
+               cells_dropped, cells_graded, cells_failed, needlescope_version, note
         FROM runs ORDER BY started_at DESC LIMIT 50
         """
     ).pl()
@@ -33,6 +209,6 @@ def error_counts(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(
         """
         SELECT model, error_kind, count(*) AS cells
-        FROM failed_cells GROUP BY ALL ORDER BY cells DESC
+        FROM failed_cells GROUP BY ALL ORDER BY cells DESC, model, error_kind
         """
     ).pl()

@@ -43,6 +43,10 @@ def views_sql(parquet_dir: Path) -> str:
         ),
     ]
     text = "\n".join(folder.joinpath(name).read_text() for name in names)
+    # The statistics view is generated from the one definition of the summary figures.
+    from needlescope.warehouse.stats import RECALL_STATS_VIEW
+
+    text += RECALL_STATS_VIEW
     return text.replace("{parquet}", parquet_dir.resolve().as_posix().replace("'", "''"))
 
 
@@ -76,15 +80,34 @@ class Warehouse:
             for table, schema in TABLES.items():
                 folder = self.parquet / table
                 folder.mkdir(parents=True, exist_ok=True)
-                empty = folder / "_empty.parquet"
-                if not empty.exists():
-                    # Every glob always matches one file, so views work on an empty warehouse.
-                    self._atomic_write(schema.empty_table(), empty)
+                self._write_empty_file(folder, schema)
             self._identity()
             self._remove_orphaned_partials()
         except OSError as exc:
             raise WarehouseError(f"cannot write warehouse at {self.root}: {exc.strerror}") from None
         return self
+
+    def _write_empty_file(self, folder: Path, schema: pa.Schema) -> None:
+        """An empty file of the current schema in every table folder.
+
+        Every glob then matches at least one file (views work on an empty warehouse), and
+        because views read with union_by_name, a column added by a newer schema version
+        reads as NULL in older files: adding columns is the only schema change we make.
+        """
+        empty = folder / "_empty.parquet"
+        if empty.exists() and pq.read_schema(empty).equals(schema, check_metadata=False):
+            return
+        self._atomic_write(schema.empty_table(), empty)
+
+    def upgrade(self) -> None:
+        """Bring an existing warehouse's empty schema files up to this version (idempotent)."""
+        try:
+            for table, schema in TABLES.items():
+                folder = self.parquet / table
+                folder.mkdir(parents=True, exist_ok=True)
+                self._write_empty_file(folder, schema)
+        except OSError:
+            pass  # a read-only warehouse: queries on it may miss new columns, nothing else
 
     def _remove_orphaned_partials(self) -> None:
         """Temp files left by a killed writer (its pid is in the name): never read, safe to drop."""
@@ -152,6 +175,7 @@ class Warehouse:
         """An in-memory DuckDB connection with the views: no lock on the .duckdb file."""
         if not self.exists():
             raise WarehouseError(f"no warehouse at {self.root} (run a sweep or import first)")
+        self.upgrade()
         con = duckdb.connect()
         con.execute(views_sql(self.parquet))
         return con

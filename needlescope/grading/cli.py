@@ -6,15 +6,19 @@ import json
 from typing import Any
 
 from needlescope.errors import NeedlescopeError
-from needlescope.grading.recall import analyze_errors, grade_recall
+from needlescope.probes import MODULES, probe_module
+
+
+def _json(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NeedlescopeError(f"{option} is not JSON: {exc.msg} at position {exc.pos}") from None
 
 
 def expected_values(text: str) -> list[int]:
-    """Expected needles as `{"1": v1, …}` (the seed's format) or a JSON list `[v1, …]`."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NeedlescopeError(f"--expected is not JSON: {exc.msg} at position {exc.pos}") from None
+    """Expected recall needles as `{"1": v1, …}` (the seed's format) or a JSON list `[v1, …]`."""
+    data = _json(text, "--expected")
     if isinstance(data, dict):
         try:
             items = sorted(((int(k), v) for k, v in data.items()), key=lambda kv: kv[0])
@@ -32,25 +36,37 @@ def expected_values(text: str) -> list[int]:
     return values
 
 
-def grade_recall_answer(expected_text: str, answer: str) -> dict[str, Any]:
-    expected = expected_values(expected_text)
-    grade = grade_recall(expected, answer)
-    result: dict[str, Any] = {"probe": "recall", **grade.figures()}
-    result["answered"] = list(grade.answered) if grade.answered is not None else None
-    if grade.answered is not None:
-        analysis = analyze_errors(expected, grade.answered)
-        result["needles"] = [o._asdict() for o in analysis.needles]
-        result["hallucinations"] = [h._asdict() for h in analysis.hallucinations]
-        result["duplicates"] = [
-            {**d._asdict(), "needle_indices": list(d.needle_indices)} for d in analysis.duplicates
-        ]
+def _readable(value: str) -> Any:
+    """Table rows keep answered values as JSON text; show them as values again."""
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError):
+        return value
+
+
+def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) -> dict[str, Any]:
+    if probe not in MODULES:
+        raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(MODULES)}")
+    target = expected_values(expected) if probe == "recall" else _json(expected, "--expected")
+    context_facts = _json(facts, "--facts") if facts else {}
+    if not isinstance(context_facts, dict):
+        raise NeedlescopeError("--facts must be a JSON object")
+    grade = probe_module(probe).grade(target, context_facts, answer)
+    result: dict[str, Any] = {
+        "probe": probe,
+        "parse_ok": grade.parse_ok,
+        "parse_error": grade.parse_error,
+        "accuracy": grade.accuracy,
+        **grade.figures,
+        "answered": grade.answered,
+    }
+    if grade.detail:
+        result["detail"] = dict(grade.detail)
+    if grade.parse_ok:
+        result["needles"] = [vars(n) for n in grade.needles]
+        for table, rows in grade.tables.items():
+            result[table] = [
+                {k: _readable(v) if k in ("value", "needle_indices") else v for k, v in row.items()}
+                for row in rows
+            ]
     return result
-
-
-GRADERS = {"recall": grade_recall_answer}
-
-
-def grade_one(probe: str, expected: str, answer: str) -> dict[str, Any]:
-    if probe not in GRADERS:
-        raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(GRADERS)}")
-    return GRADERS[probe](expected, answer)

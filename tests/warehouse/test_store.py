@@ -163,3 +163,20 @@ def test_views_file_is_queryable_by_duckdb(tmp_path: Path) -> None:
     assert store.refresh_views_file()
     con = duckdb.connect(str(store.db_path), read_only=True)
     assert con.sql("SELECT accuracy FROM results").fetchall() == [(75.0,)]
+
+
+def test_a_warehouse_of_an_older_schema_is_upgraded_in_place(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    store = Warehouse(tmp_path).ensure()
+    old_cells = TABLES["cells"].remove(TABLES["cells"].get_field_index("facts"))
+    for path in (store.parquet / "cells").glob("*.parquet"):
+        path.unlink()
+    pq.write_table(old_cells.empty_table(), store.parquet / "cells" / "_empty.parquet")
+    old_row = {k: v for k, v in cell("c1").items()}
+    pq.write_table(
+        pa.Table.from_pylist([{"schema_version": 1, **old_row}], schema=old_cells),
+        store.parquet / "cells" / "old.parquet",
+    )
+    con = Warehouse(tmp_path).connect()
+    assert con.execute("SELECT cell_id, facts FROM cells").fetchall() == [("c1", None)]

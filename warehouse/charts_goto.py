@@ -1,0 +1,115 @@
+"""Goto chart builders: a frame from the goto_* views in, an Altair chart out. No I/O here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from needlescope.warehouse import charts
+from needlescope.warehouse.charts import Chart
+
+ORDERS = ["ordered", "shuffled"]
+NO_WRONG = "No wrong answers that name a value: nothing to chart."
+
+
+def _n_axis(ns: list[int]) -> alt.X:
+    """n on a log scale once it spans 16× or more, with a tick at every n tested."""
+    wide = len(ns) > 1 and ns[0] > 0 and ns[-1] / ns[0] >= 16
+    scale = alt.Scale(type="log", nice=False) if wide else alt.Scale(zero=False, nice=False)
+    axis = alt.Axis(values=ns if len(ns) <= 12 else alt.Undefined, format="d", labelAngle=0)
+    return alt.X("n:Q", title="lines in the file (n)", scale=scale, axis=axis)
+
+
+def success_by_n(
+    frame: pl.DataFrame,
+    *,
+    title: str = "Goto: success rate by number of lines",
+    subtitle: str | None = "exact answers over all answers, with a 95% Wilson interval",
+) -> Chart:
+    """One line per model × order (a goto_success frame); dashed lines for shuffled files."""
+    data = frame.filter(pl.col("success_rate").is_not_null())
+    if data.is_empty():
+        return charts.placeholder(title, "No answers yet: nothing to chart.", subtitle)
+    extra = charts.varying(data, ["prompt_version"])
+    data = charts.with_label(data, ["model", *extra], "series").select(
+        "series",
+        "model",
+        "n",
+        "order",
+        "prompt_version",
+        "answers",
+        "successes",
+        "parse_failures",
+        "success_rate",
+        "ci95_low",
+        "ci95_high",
+    )
+    ns = sorted(data["n"].unique().to_list())
+    y_scale = alt.Scale(domain=[0, 1])
+    color = alt.Color("series:N", title="model", legend=alt.Legend(labelLimit=320))
+    dash = alt.StrokeDash("order:N", sort=ORDERS, title="lines", legend=alt.Legend(symbolSize=400))
+    base = alt.Chart().encode(x=_n_axis(ns), color=color)
+    y = alt.Y("success_rate:Q", title="success rate", axis=alt.Axis(format="%"), scale=y_scale)
+    tooltip: list[Any] = [
+        "model:N",
+        "order:N",
+        "prompt_version:N",
+        "n:Q",
+        "answers:Q",
+        "successes:Q",
+        "parse_failures:Q",
+        alt.Tooltip("success_rate:Q", format=".0%"),
+        alt.Tooltip("ci95_low:Q", format=".0%"),
+        alt.Tooltip("ci95_high:Q", format=".0%"),
+    ]
+    layers = [
+        base.mark_errorbar(ticks=True, opacity=0.5).encode(
+            y=alt.Y("ci95_low:Q", scale=y_scale, title="success rate"),
+            y2="ci95_high:Q",
+            detail="order:N",
+        ),
+        base.mark_line().encode(y=y, strokeDash=dash),
+        base.mark_circle(size=40, opacity=1).encode(y=y, tooltip=tooltip),
+    ]
+    return alt.LayerChart(data=data, layer=layers).properties(
+        title=alt.TitleParams(title, subtitle=subtitle or "", anchor="start"),
+        width=charts.WIDTH,
+        height=charts.HEIGHT,
+    )
+
+
+def wrong_offsets(
+    frame: pl.DataFrame,
+    *,
+    x: str = "offset",
+    title: str = "Goto: where wrong answers came from",
+    subtitle: str | None = None,
+) -> Chart:
+    """Histogram of answered line − k over the wrong answers (a goto_wrong_offsets frame),
+    a panel per model; ``x="shown_offset"`` counts the distance in the file as shown instead."""
+    unplaced = frame.filter(pl.col(x).is_null()).height
+    data = frame.filter(pl.col(x).is_not_null()).select("model", "n", "order", x)
+    if subtitle is None:
+        what = "answered line − k" if x == "offset" else "rows between answered line and line k"
+        subtitle = f"{what}; {unplaced} wrong answer(s) named a value found on no line"
+    if data.is_empty():
+        return charts.placeholder(title, NO_WRONG, subtitle)
+    bars = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:Q", bin=alt.Bin(maxbins=41, minstep=1), title=x.replace("_", " ")),
+            y=alt.Y("count():Q", title="wrong answers", stack="zero"),
+            color=alt.Color("order:N", sort=ORDERS, title="lines"),
+            tooltip=["order:N", alt.Tooltip("count():Q", title="wrong answers")],
+        )
+        .properties(width=charts.PANEL_WIDTH, height=charts.PANEL_HEIGHT)
+    )
+    heading = alt.TitleParams(title, subtitle=subtitle, anchor="start")
+    models = data["model"].unique(maintain_order=True).to_list()
+    return bars.facet(
+        facet=alt.Facet("model:N", sort=models, title=None),
+        columns=min(charts.PANEL_COLUMNS, len(models)),
+    ).properties(title=heading)
