@@ -87,29 +87,54 @@ def wrong_offsets(
     title: str = "Goto: where wrong answers came from",
     subtitle: str | None = None,
 ) -> Chart:
-    """Histogram of answered line − k over the wrong answers (a goto_wrong_offsets frame),
-    a panel per model; ``x="shown_offset"`` counts the distance in the file as shown instead."""
+    """Histogram of answered line − k over the wrong answers (a goto_wrong_offsets frame), a
+    panel per model and order; ``x="shown_offset"`` counts rows apart in the file as shown."""
     unplaced = frame.filter(pl.col(x).is_null()).height
-    data = frame.filter(pl.col(x).is_not_null()).select("model", "n", "order", x)
     if subtitle is None:
-        what = "answered line − k" if x == "offset" else "rows between answered line and line k"
+        what = "answered line − k" if x == "offset" else "rows from line k to the answered line"
         subtitle = f"{what}; {unplaced} wrong answer(s) named a value found on no line"
+    data = frame.filter(pl.col(x).is_not_null())
     if data.is_empty():
         return charts.placeholder(title, NO_WRONG, subtitle)
+    reach = int(data[x].abs().max())  # type: ignore[arg-type]
+    width = max(1, -(-reach // 30))  # one bar per offset up to ±30, then bins as wide as needed
+    bins = (
+        data.with_columns(low=(pl.col(x) // width) * width)
+        .group_by("model", "order", "low")
+        .agg(pl.len().alias("answers"))
+        .with_columns(
+            start=pl.col("low") - 0.5,
+            end=pl.col("low") + width - 0.5,
+            offsets=pl.format("{} to {}", "low", pl.col("low") + width - 1)
+            if width > 1
+            else pl.col("low").cast(pl.Utf8),
+        )
+    )
+    edge = -(-reach // width) * width + 0.5
+    x_axis = alt.X(
+        "start:Q",
+        title=x.replace("_", " "),
+        scale=alt.Scale(domain=[-edge, edge], nice=False),
+        axis=alt.Axis(format="d", tickMinStep=1),
+    )
     bars = (
-        alt.Chart(data)
+        alt.Chart()
         .mark_bar()
         .encode(
-            x=alt.X(f"{x}:Q", bin=alt.Bin(maxbins=41, minstep=1), title=x.replace("_", " ")),
-            y=alt.Y("count():Q", title="wrong answers", stack="zero"),
-            color=alt.Color("order:N", sort=ORDERS, title="lines"),
-            tooltip=["order:N", alt.Tooltip("count():Q", title="wrong answers")],
+            x=x_axis,
+            x2="end:Q",
+            y=alt.Y("answers:Q", title="wrong answers", axis=alt.Axis(format="d", tickMinStep=1)),
+            y2=alt.datum(0),  # x and x2 alone would make Vega-Lite draw horizontal bars
+            color=alt.Color("order:N", sort=ORDERS, title="lines", legend=None),
+            tooltip=["model:N", "order:N", alt.Tooltip("offsets:N", title=x), "answers:Q"],
         )
-        .properties(width=charts.PANEL_WIDTH, height=charts.PANEL_HEIGHT)
     )
-    heading = alt.TitleParams(title, subtitle=subtitle, anchor="start")
-    models = data["model"].unique(maintain_order=True).to_list()
-    return bars.facet(
-        facet=alt.Facet("model:N", sort=models, title=None),
-        columns=min(charts.PANEL_COLUMNS, len(models)),
-    ).properties(title=heading)
+    line_k = alt.Chart().mark_rule(color="#999", strokeDash=[3, 3]).encode(x=alt.datum(0))
+    layered = alt.LayerChart(data=bins, layer=[bars, line_k]).properties(
+        width=charts.PANEL_WIDTH, height=charts.PANEL_HEIGHT
+    )
+    models = sorted(bins["model"].unique().to_list())
+    return layered.facet(
+        column=alt.Column("model:N", sort=models, title=None),
+        row=alt.Row("order:N", sort=ORDERS, title=None),
+    ).properties(title=alt.TitleParams(title, subtitle=subtitle, anchor="start"))
