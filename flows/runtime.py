@@ -120,9 +120,23 @@ class SweepRuntime:
                 )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
+                continue
+            too_long = await self._overflow(model, context)
+            if too_long:
+                built.unbuildable.append((cell, too_long))
             else:
                 built.contexts.append(context)
         return built
+
+    async def _overflow(self, model: str, context: Context) -> str | None:
+        """Why a self-sized prompt (goto's n lines) cannot fit the model's window, if it can't."""
+        window = context_window(self.config.model(model))
+        if window is None or context.cell.length_unit != "lines":
+            return None  # token lengths were checked before building (fits_context)
+        tokens = await self.planned_tokens(model, context)
+        if tokens is None or tokens + context.max_tokens + CONTEXT_MARGIN <= window:
+            return None
+        return f"its prompt is {tokens} tokens, more than the {window}-token window allows"
 
     def rubric(self, probe: Any) -> str:
         """The judge's rubric: the probe's rubric_file, else the one needlescope ships."""

@@ -175,6 +175,27 @@ class GotoProbe(Frozen):
     prompts: list[str] = Field(default=["goto-v1"], min_length=1)
     repeats: PositiveInt = 1
 
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompts(cls, values: list[str]) -> list[str]:
+        from needlescope.probes.goto import GOTO_TEMPLATES
+
+        for value in values:
+            if value not in GOTO_TEMPLATES:
+                raise ValueError(
+                    f"unknown prompt template {value!r}; known: {', '.join(sorted(GOTO_TEMPLATES))}"
+                )
+        return values
+
+    @model_validator(mode="after")
+    def _distinct_values_fit(self) -> GotoProbe:
+        if max(self.line_counts) > self.value_max:
+            raise ValueError(
+                f"line_counts up to {max(self.line_counts)} need value_max ≥ that "
+                "(every line holds a distinct value)"
+            )
+        return self
+
 
 class CasesProbe(Frozen):
     """Needle cases (U-NIAH / the original needle test) at depth percents of a corpus."""

@@ -23,6 +23,7 @@ import vl_convert as vlc
 
 from needlescope.errors import WarehouseError
 from needlescope.warehouse import charts, stats, tables
+from needlescope.warehouse.probe_figures import probe_figures
 from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
 
@@ -503,13 +504,19 @@ def write_report(root: Path, out: Path, *, unstable_range: float = stats.UNSTABL
             table, probes = _load(con, unstable_range)
             runs = stats.run_overview(con)
             errors = stats.error_counts(con)
+            own = {data.probe: probe_figures(con, data.probe) for data in probes}
         finally:
             con.close()
         specs: dict[str, dict[str, Any]] = {}
         sections: list[tuple[str, str, str]] = []  # anchor, title, html
         for data in probes:
             names = []
-            for figure in recall_figures(data):
+            figures = recall_figures(data)
+            if own[data.probe]:
+                # A probe with charts of its own keeps, of the shared ones, the parse failures.
+                figures = [f for f in figures if f.name == "parse_failures_by_length"]
+                figures += [Figure(name, chart) for name, chart in own[data.probe]]
+            for figure in figures:
                 # recall keeps the plain names; other probes' files get a prefix
                 prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
                 name = prefix + figure.name

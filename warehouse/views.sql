@@ -33,7 +33,8 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,
        a.response_kept, a.parse_ok, a.parse_error, a.accuracy, a.edit_distance, a.correct,
        a.missing, a.extra, a.wrong, a.latency_s, a.error_kind, a.error, a.attempts,
-       a.answered_at, a.model_version, c.expected, a.answered
+       a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
+       a.detail
 FROM answers a JOIN cells c USING (cell_id)
 QUALIFY row_number() OVER (
     PARTITION BY a.epoch, a.cell_id
