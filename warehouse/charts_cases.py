@@ -8,7 +8,6 @@ different sweeps compare at a glance.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import altair as alt
 import duckdb
@@ -124,7 +123,7 @@ def llm_vs_rag(
         .encode(
             x=alt.X(f"{x}:Q", title="LLM keyword accuracy (%)", scale=scale),
             y=alt.Y(f"{y}:Q", title="RAG keyword accuracy (%)", scale=scale),
-            size=alt.Size("cells:Q", title="cells", scale=alt.Scale(range=[40, 600])),
+            size=_count_size("cells", counted),
             color=alt.Color("rag_mode:N", title="RAG context"),
             tooltip=[
                 alt.Tooltip("panel:N"),
@@ -142,7 +141,7 @@ def llm_vs_rag(
         .mark_rule(color="#999", strokeDash=[4, 4])
         .encode(x=alt.datum(0), y=alt.datum(0), x2=alt.datum(100), y2=alt.datum(100))
     )
-    layered = alt.layer(diagonal, points, data=counted).properties(width=WIDTH, height=WIDTH)
+    layered = alt.LayerChart(data=counted, layer=[diagonal, points], width=WIDTH, height=WIDTH)
     return _facet(layered, counted, _title(title, subtitle))
 
 
@@ -168,19 +167,26 @@ def judge_vs_keywords(
     counted = (
         data.with_columns(
             pl.col(x).round(1),
-            pl.when(pl.col("disagreement")).then(pl.lit(DISAGREE)).otherwise(pl.lit(AGREE)),
+            pl.when(pl.col("disagreement"))
+            .then(pl.lit(DISAGREE))
+            .otherwise(pl.lit(AGREE))
+            .alias("grades"),
         )
-        .rename({"literal": "grades"})
         .group_by(["panel", "setting", "grades", x, y], maintain_order=True)
         .agg(pl.len().alias("answers"))
     )
+    x_scale = alt.Scale(domain=list(ACCURACY_DOMAIN))
+    y_scale = alt.Scale(domain=[JUDGE_DOMAIN[0] - 0.5, JUDGE_DOMAIN[1] + 0.5], nice=False)
+    scores = list(range(int(JUDGE_DOMAIN[0]), int(JUDGE_DOMAIN[1]) + 1))
+    y_axis = alt.Axis(values=scores, labelOverlap=False, grid=False, title="judge score")
+    x_axis = alt.Axis(title="keyword accuracy (%)")
     points = (
         alt.Chart()
-        .mark_circle(opacity=0.8)
+        .mark_point(filled=True, opacity=0.8)
         .encode(
-            x=alt.X(f"{x}:Q", title="keyword accuracy (%)", scale=alt.Scale(domain=[0, 100])),
-            y=alt.Y(f"{y}:Q", title="judge score", scale=alt.Scale(domain=[0.5, 10.5])),
-            size=alt.Size("answers:Q", scale=alt.Scale(range=[40, 600])),
+            x=alt.X(f"{x}:Q", scale=x_scale, axis=x_axis),
+            y=alt.Y(f"{y}:Q", scale=y_scale, axis=y_axis),
+            size=_count_size("answers", counted),
             color=alt.Color(
                 "grades:N",
                 title="the two grades",
@@ -199,10 +205,10 @@ def judge_vs_keywords(
     )
     rule = alt.Chart().mark_rule(color="#999", strokeDash=[4, 4])
     thresholds = [
-        rule.encode(x=alt.datum(KEYWORD_PASS)),
-        rule.encode(y=alt.datum(JUDGE_PASS - 0.5)),
+        rule.encode(x=alt.XDatum(KEYWORD_PASS, scale=x_scale, axis=x_axis)),
+        rule.encode(y=alt.YDatum(JUDGE_PASS - 0.5, scale=y_scale, axis=y_axis)),
     ]
-    layered = alt.layer(*thresholds, points, data=counted).properties(width=WIDTH, height=WIDTH)
+    layered = alt.LayerChart(data=counted, layer=[*thresholds, points], width=WIDTH, height=WIDTH)
     return _facet(layered, counted, _title(title, subtitle))
 
 
@@ -229,6 +235,18 @@ def figures(frames: CasesFrames) -> list[tuple[str, Chart]]:
     return found
 
 
+def _count_size(field: str, frame: pl.DataFrame) -> alt.Size:
+    """Point size by a count, its legend showing whole counts only."""
+    counts = sorted(set(frame[field].to_list()))
+    shown = counts if len(counts) <= 5 else [counts[i * (len(counts) - 1) // 4] for i in range(5)]
+    return alt.Size(
+        f"{field}:Q",
+        title=field,
+        scale=alt.Scale(domain=[1, max(counts[-1], 2)], range=[60, 600]),
+        legend=alt.Legend(values=shown, format="d"),
+    )
+
+
 def _title(text: str, subtitle: str | None) -> alt.TitleParams:
     if subtitle:
         return alt.TitleParams(text, subtitle=subtitle, anchor="start")
@@ -246,6 +264,6 @@ def _facet(layered: alt.LayerChart, frame: pl.DataFrame, title: alt.TitleParams)
     ).properties(title=title)
 
 
-def _unit(frame: pl.DataFrame) -> Any:
+def _unit(frame: pl.DataFrame) -> str:
     units = frame["length_unit"].drop_nulls().unique().to_list()
-    return units[0] if len(units) == 1 else "mixed units"
+    return str(units[0]) if len(units) == 1 else "mixed units"

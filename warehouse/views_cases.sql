@@ -1,24 +1,14 @@
 -- Needle cases (probes `cases`, mode llm, and `rag`): built on the shared views of views.sql.
--- cells.facts and answers.detail are JSON text; the UNION ALL BY NAME below gives them (and
--- cells.depth) as NULL on a warehouse written before those columns existed, so these views
--- never break the others. Rules (see needlescope/judge.py): keyword recall calls an answer
--- correct at accuracy >= 50, the judge at score >= 7; they disagree when exactly one does.
+-- The case is in cells.probe_params, the depth and (RAG) the retrieval record in cells.facts,
+-- the keyword recall per needle and the judge's verdict in answers.detail (JSON text). Rules
+-- (needlescope/judge.py): keyword recall calls an answer correct at accuracy >= 50, the judge
+-- at score >= 7; they disagree when exactly one of them does.
 
 -- One row per (epoch, cell) of a cases or rag result: the case, where its first needle sits,
 -- and both grades. pair_id is the context id of the LLM cell a RAG cell was built from (an
 -- LLM cell's own context id): equal pair_ids hold the same haystack with the same needles.
 CREATE OR REPLACE VIEW cases_scores AS
-WITH c AS (
-    SELECT * FROM (
-        (SELECT NULL::VARCHAR AS facts, NULL::DOUBLE AS depth WHERE false)
-        UNION ALL BY NAME (SELECT * FROM cells)
-    )
-), a AS (
-    SELECT * FROM (
-        (SELECT NULL::VARCHAR AS detail WHERE false)
-        UNION ALL BY NAME (SELECT * FROM answers)
-    )
-), scored AS (
+WITH scored AS (
     SELECT r.epoch, r.run_id, r.cell_id, r.context_id,
            coalesce(json_extract_string(c.facts, '$.pair_id'), r.context_id) AS pair_id,
            r.model, r.probe,
@@ -27,19 +17,21 @@ WITH c AS (
            json_extract_string(c.probe_params, '$.case') AS "case",
            json_extract_string(c.probe_params, '$.case_sha256') AS case_sha256,
            r.filler, r.prompt_version, r.length, r.length_unit,
-           coalesce(c.depth, TRY_CAST(json_extract_string(c.facts, '$.depth') AS DOUBLE)) AS depth,
+           TRY_CAST(json_extract_string(c.facts, '$.depth') AS DOUBLE) AS depth,
            r.needle_count, r."repeat", r.response, r.parse_ok,
            r.accuracy AS keyword_accuracy,
            r.correct AS needles_recalled,
-           TRY_CAST(json_extract_string(a.detail, '$.judge.score') AS INTEGER) AS judge_score,
-           json_extract_string(a.detail, '$.judge.model') AS judge_model,
-           json_extract_string(a.detail, '$.judge.reason') AS judge_reason,
-           json_extract_string(a.detail, '$.judge.error') AS judge_error,
+           TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER) AS judge_score,
+           json_extract_string(a.detail, '$.judge_model') AS judge_model,
+           json_extract_string(a.detail, '$.judge_reason') AS judge_reason,
+           json_extract_string(a.detail, '$.judge_error') AS judge_error,
            r.latency_s, r.error_kind, r.error, r.answered_at, c.facts, a.detail
     FROM results r
-    JOIN c USING (cell_id)
-    LEFT JOIN a ON a.run_id = r.run_id AND a.epoch = r.epoch AND a.cell_id = r.cell_id
-               AND a.answered_at = r.answered_at
+    JOIN cells c USING (cell_id)
+    -- results does not carry the detail column: take it from the very answer results picked.
+    LEFT JOIN answers a
+        ON a.run_id = r.run_id AND a.epoch = r.epoch AND a.cell_id = r.cell_id
+       AND a.answered_at = r.answered_at
     WHERE r.probe IN ('cases', 'rag')
 )
 SELECT * EXCLUDE (facts, detail),

@@ -13,10 +13,12 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needlescope.errors import ConfigError, NeedlescopeError
+from needlescope.errors import ConfigError, NeedlescopeError, ProviderError
+from needlescope.providers import base
 from needlescope.providers.openai import OpenAIProvider
 from needlescope.providers.registry import register
 
@@ -46,6 +48,9 @@ class LocalServer:
 
     ``n_ctx`` is ``ctx_per_slot * parallel``; each of the ``parallel`` slots holds one request of
     at most ``ctx_per_slot`` tokens (a longer one is answered with HTTP 400).
+
+    ``embedding=True`` also serves ``/v1/embeddings`` (mean-pooled, L2-normalised vectors of the
+    model's width); each text to embed must fit in ``ctx_per_slot`` tokens.
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class LocalServer:
         cache_prompt: bool = True,
         verbose: bool = False,
         startup_timeout_s: float = 60,
+        embedding: bool = False,
     ) -> None:
         self.model_path = Path(model_path) if model_path is not None else default_gguf_path()
         self.ctx_per_slot = ctx_per_slot
@@ -66,6 +72,7 @@ class LocalServer:
         self.cache_prompt = cache_prompt
         self.verbose = verbose
         self.startup_timeout_s = startup_timeout_s
+        self.embedding = embedding
         self.url: str | None = None  # http://127.0.0.1:PORT, kept after stop for messages
         self._server: Any = None
 
@@ -91,6 +98,10 @@ class LocalServer:
     @property
     def apply_template_url(self) -> str:
         return f"{self._root()}/apply-template"
+
+    @property
+    def embeddings_url(self) -> str:
+        return f"{self._root()}/v1/embeddings"
 
     def _root(self) -> str:
         if self.url is None:
@@ -121,6 +132,11 @@ class LocalServer:
         params.port = 0  # the OS picks a free port; listening_address tells which
         params.ui = False
         params.verbosity = VERBOSE if self.verbose else QUIET
+        if self.embedding:
+            params.embedding = True
+            params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
+            # A pooled embedding needs its whole input in one micro-batch.
+            params.n_batch = params.n_ubatch = self.ctx_per_slot
         try:
             self._server = xllamacpp.Server(params)
         except RuntimeError as e:
@@ -188,6 +204,7 @@ class LocalProvider(OpenAIProvider):
         verbose: bool = False,
         timeout_s: float = 600,
         max_connections: int | None = None,
+        embedding: bool = False,
     ) -> None:
         self._owns_server = server is None
         if server is None:
@@ -197,6 +214,7 @@ class LocalProvider(OpenAIProvider):
                 parallel=parallel,
                 n_threads=n_threads,
                 verbose=verbose,
+                embedding=embedding,
             ).start()
         self.server = server
         super().__init__(
@@ -209,7 +227,33 @@ class LocalProvider(OpenAIProvider):
             apply_template_url=server.apply_template_url,
         )
 
+    async def embed(self, texts: Sequence[str], *, batch_size: int = 16) -> list[list[float]]:
+        """One vector per text, in order, from ``/v1/embeddings`` (needs ``embedding=True``)."""
+        if not self.server.embedding:
+            raise NeedlescopeError(
+                f"{self.name}: this local server does not embed; start it with embedding=True"
+            )
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), batch_size):
+            batch = list(texts[start : start + batch_size])
+            body = {"model": self.model, "input": batch, "encoding_format": "float"}
+            _, data = await self._post(self.server.embeddings_url, body)
+            items = data.get("data") if isinstance(data, dict) else None
+            if not isinstance(items, list) or len(items) != len(batch):
+                raise ProviderError(
+                    base.BAD_RESPONSE,
+                    f"{self.server.embeddings_url} sent {_count(items)} vectors for {len(batch)}",
+                    retryable=True,
+                )
+            ordered = sorted(items, key=lambda item: int(item.get("index", 0)))
+            vectors += [[float(x) for x in item["embedding"]] for item in ordered]
+        return vectors
+
     async def aclose(self) -> None:
         await super().aclose()
         if self._owns_server:
             await asyncio.to_thread(self.server.stop)
+
+
+def _count(items: Any) -> int:
+    return len(items) if isinstance(items, list) else 0

@@ -1,0 +1,382 @@
+"""The rag probe: a cases haystack chunked, embedded and retrieved into the prompt (U-NIAH's RAG).
+
+``build`` first fits the very haystack the cases probe builds for the same case, length, depth and
+filler (its *twin* cell, whose context id is stored as ``facts["pair_id"]``), cuts it into
+overlapping character chunks, ranks them by cosine similarity to the question and puts the chosen
+ones in the prompt: ``topk`` the ``top_k`` best, ``half`` / ``full`` the best ones until half / all
+of the cell's length is used (``topk`` never exceeds the cell's length either). Chunks appear best
+first, or with ``reverse`` least relevant first, so the best one sits next to the question.
+Grading is the cases probe's, so LLM and RAG answers compare cell by cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
+from needlescope.config import RagProbe, SweepConfig
+from needlescope.errors import ConfigError, LengthError
+from needlescope.fillers import Filler
+from needlescope.haystack import fit_to_length
+from needlescope.probes import cases
+from needlescope.probes.base import Context, Rendered
+from needlescope.probes.templates import PromptTemplate
+
+NAME = "rag"
+# The sweep cannot fit ``render`` to a length: retrieval needs embeddings, so ``build`` sizes it.
+FITS_FILLER = False
+ASYNC_BUILD = True
+
+Mode = Literal["topk", "half", "full"]
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+Measure = Callable[[str], Awaitable[int]]
+
+# The embedder when the probe names none: the bundled SmolLM2 GGUF, mean-pooled.
+DEFAULT_EMBEDDER: dict[str, Any] = {"provider": "local", "model": None, "pooling": "mean"}
+_RAG_KEYS = ("mode", "chunk_size", "chunk_overlap", "top_k", "reverse", "embedder")
+
+_RAG_EN_V1 = """\
+Below are passages from a long document, chosen for their relevance to a question. Read them, \
+then answer the question that follows.
+
+<passages>
+{passages}
+</passages>
+
+Question: {question}
+
+Answer the question based only on the passages above. Keep the answer short: a few words or \
+one sentence."""
+
+_RAG_ZH_V1 = """\
+下面是从一篇长文档中按与问题的相关程度挑选出的若干段落。请阅读这些段落，然后回答后面的问题。
+
+<passages>
+{passages}
+</passages>
+
+问题：{question}
+
+请只根据上面的段落作答。回答要简短：几个词或一句话。"""
+
+TEMPLATES: dict[str, PromptTemplate] = {
+    "rag-en-v1": PromptTemplate("rag-en-v1", "en", _RAG_EN_V1),
+    "rag-zh-v1": PromptTemplate("rag-zh-v1", "zh", _RAG_ZH_V1),
+}
+
+
+def prompt_version(language: str) -> str:
+    return f"rag-{language}-v1"
+
+
+# --- pure parts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    index: int
+    start: int  # character offsets in the haystack: text == haystack[start:end]
+    end: int
+    text: str
+
+
+def chunk_text(text: str, size: int, overlap: int) -> list[Chunk]:
+    """Windows of ``size`` characters, each starting ``size - overlap`` after the previous one;
+    the last one ends at the end of the text. Together they cover every character."""
+    if size < 1:
+        raise ValueError(f"chunk size must be positive, got {size}")
+    if not 0 <= overlap < size:
+        raise ValueError(f"chunk overlap must be in [0, {size}), got {overlap}")
+    chunks: list[Chunk] = []
+    start = 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        chunks.append(Chunk(len(chunks), start, end, text[start:end]))
+        if end == len(text):
+            break
+        start += size - overlap
+    return chunks
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0 when either vector is all zeros (or not finite)."""
+    if len(a) != len(b):
+        raise ValueError(f"vectors of different widths: {len(a)} and {len(b)}")
+    norm = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
+    if not norm or not math.isfinite(norm):
+        return 0.0
+    value = math.fsum(x * y for x, y in zip(a, b, strict=True)) / norm
+    return value if math.isfinite(value) else 0.0
+
+
+def rank(question_vector: Sequence[float], chunk_vectors: Sequence[Sequence[float]]) -> list[int]:
+    """Chunk indices, most similar to the question first; ties keep text order."""
+    scores = [cosine(question_vector, v) for v in chunk_vectors]
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def select(
+    ranking: Sequence[int],
+    sizes: Mapping[int, int],
+    mode: Mode,
+    *,
+    top_k: int,
+    budget: int,
+) -> list[int]:
+    """Chunks in rank order while their ``sizes`` fit in ``budget`` (the length left for them):
+    at most ``top_k`` of them in ``topk`` mode. Stops at the first chunk that does not fit."""
+    if mode not in ("topk", "half", "full"):
+        raise ValueError(f"context mode must be topk, half or full, got {mode!r}")
+    limit = top_k if mode == "topk" else len(ranking)
+    chosen: list[int] = []
+    used = 0
+    for index in ranking[:limit]:
+        if used + sizes[index] > budget:
+            break
+        chosen.append(index)
+        used += sizes[index]
+    return chosen
+
+
+def arrange(selected: Sequence[int], reverse: bool) -> list[int]:
+    """Prompt order: best first, or least relevant first so the best sits next to the question."""
+    return list(reversed(selected)) if reverse else list(selected)
+
+
+def retrieval_record(
+    needle_spans: Sequence[tuple[int, int]],
+    chunks: Sequence[Chunk],
+    ranking: Sequence[int],
+    selected: Sequence[int],
+) -> list[dict[str, Any]]:
+    """Per needle (1-based): the best-ranked chunk holding all of it (else part of it), that
+    chunk's 1-based rank, whether a chosen chunk holds all of it (``retrieved``) and whether only
+    part of it made it into the prompt (``partial``)."""
+    position = {index: place for place, index in enumerate(ranking, start=1)}
+    chosen = set(selected)
+    records = []
+    for needle, (start, end) in enumerate(needle_spans, start=1):
+        whole = [c for c in chunks if c.start <= start and end <= c.end]
+        touching = [c for c in chunks if c.start < end and start < c.end]
+        holding = whole or touching
+        best = min(holding, key=lambda c: (position.get(c.index, math.inf), c.index), default=None)
+        retrieved = any(c.index in chosen for c in whole)
+        records.append(
+            {
+                "needle": needle,
+                "chunk": None if best is None else best.index,
+                "rank": None if best is None else position.get(best.index),
+                "retrieved": retrieved,
+                "partial": not retrieved and any(c.index in chosen for c in touching),
+            }
+        )
+    return records
+
+
+def passages_text(chunks: Sequence[Chunk]) -> str:
+    return "\n\n".join(_passage(number, c) for number, c in enumerate(chunks, start=1))
+
+
+def _passage(number: int, chunk: Chunk) -> str:
+    return f"[{number}] {chunk.text.strip()}"
+
+
+def memoize(embed: Embed, max_items: int = 4096) -> Embed:
+    """``embed`` with a cache of recent texts: cells sharing a haystack embed its chunks once."""
+    store: OrderedDict[str, list[float]] = OrderedDict()
+
+    async def cached(texts: list[str]) -> list[list[float]]:
+        missing = list(dict.fromkeys(t for t in texts if t not in store))
+        if missing:
+            vectors = await embed(missing)
+            if len(vectors) != len(missing):
+                raise ValueError(f"embedder returned {len(vectors)} vectors for {len(missing)}")
+            store.update(zip(missing, vectors, strict=True))
+        result = []
+        for text in texts:
+            store.move_to_end(text)
+            result.append(store[text])
+        while len(store) > max_items:
+            store.popitem(last=False)
+        return result
+
+    return cached
+
+
+# --- grid and cells ---------------------------------------------------------------------------
+
+
+def embedder_identity(config: SweepConfig, probe: RagProbe) -> dict[str, Any]:
+    if probe.embedder is None:
+        return dict(DEFAULT_EMBEDDER)
+    return {"model": config.model(probe.embedder).identity(), "pooling": "mean"}
+
+
+def expand(config: SweepConfig, probe: RagProbe) -> Iterator[Cell]:
+    if probe.chunk_overlap >= probe.chunk_size:
+        raise ConfigError(
+            f"probe rag: chunk_overlap ({probe.chunk_overlap}) must be smaller than "
+            f"chunk_size ({probe.chunk_size})"
+        )
+    loaded = cases.load_cases(probe.cases_file, probe.cases)
+    embedder = embedder_identity(config, probe)
+    axes = itertools.product(
+        config.tested_models(),
+        loaded.values(),
+        probe.lengths,
+        cases.probe_depths(probe),
+        probe.fillers,
+        probe.context_modes,
+        range(probe.repeats),
+    )
+    for model, case, length, depth, filler, mode, repeat in axes:
+        params = {
+            **case.params(probe.answer_buffer),
+            "mode": mode,
+            "chunk_size": probe.chunk_size,
+            "chunk_overlap": probe.chunk_overlap,
+            "top_k": probe.top_k if mode == "topk" else None,
+            "reverse": probe.reverse,
+            "embedder": embedder,
+        }
+        yield Cell(
+            **model_fields(model),
+            probe=NAME,
+            probe_params=canonical_json(params),
+            filler=filler,
+            filler_spec=filler_identity(config.filler_spec(filler)),
+            placement=cases.PLACEMENT,
+            region=cases.REGION,
+            prompt_version=prompt_version(case.language),
+            length=length,
+            length_unit=probe.length_unit,
+            needle_count=len(case.needles),
+            repeat=repeat,
+            seed=config.seed,
+            depth=depth,
+        )
+
+
+def cases_twin(cell: Cell) -> Cell:
+    """The cases cell with this cell's case, length, depth, filler and repeat: same haystack."""
+    params = {k: v for k, v in cell.params().items() if k not in _RAG_KEYS}
+    return replace(
+        cell,
+        probe=cases.NAME,
+        probe_params=canonical_json(params),
+        prompt_version=cases.prompt_version(str(params["language"])),
+    )
+
+
+def _prompt(cell: Cell, case: cases.Case, shown: Sequence[Chunk]) -> str:
+    template = TEMPLATES[cell.prompt_version]
+    return template.render(passages=passages_text(shown), question=case.question)
+
+
+def rebuild(
+    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int, order: Sequence[int]
+) -> Rendered:
+    """The exact prompt of a built cell from its stored filler size and ``facts["order"]``."""
+    twin = cases_twin(cell)
+    full = cases.render(twin, filler, filler_kind, filler_chars)
+    params = cell.params()
+    chunks = chunk_text(full.haystack_text, params["chunk_size"], params["chunk_overlap"])
+    shown = [chunks[i] for i in order]
+    return Rendered(
+        prompt_text=_prompt(cell, cases.case_of(twin), shown),
+        haystack_text=full.haystack_text,
+        expected=full.expected,
+        fractions=full.fractions,
+        offsets=full.offsets,
+        facts={**full.facts, "order": list(order)},
+    )
+
+
+def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
+    raise NotImplementedError(
+        "a rag prompt depends on embeddings: build it with rag.build, or rebuild a stored one "
+        "with rag.rebuild and its facts['order']"
+    )
+
+
+async def build(
+    cell: Cell,
+    filler: Filler,
+    filler_kind: str,
+    embed: Embed,
+    measure: Measure,
+    max_tokens: int | None = None,
+) -> Context:
+    """Fit the cases haystack to the cell's length, retrieve chunks into a prompt of at most
+    ``cell.length`` units (``measure``), and record where each needle went (``facts``)."""
+    params = cell.params()
+    mode: Mode = params["mode"]
+    twin = cases_twin(cell)
+    case = cases.case_of(twin)
+    fit = await fit_to_length(
+        lambda n: cases.render(twin, filler, filler_kind, n).prompt_text, measure, cell.length
+    )
+    full = cases.render(twin, filler, filler_kind, fit.n_filler_chars)
+    chunks = chunk_text(full.haystack_text, params["chunk_size"], params["chunk_overlap"])
+    vectors = await embed([case.question, *(c.text for c in chunks)])
+    if len(vectors) != len(chunks) + 1:
+        raise ValueError(f"embedder returned {len(vectors)} vectors for {len(chunks) + 1} texts")
+    ranking = rank(vectors[0], vectors[1:])
+
+    target = cell.length // 2 if mode == "half" else cell.length
+    base = await measure(_prompt(cell, case, []))
+    if base > target:
+        raise LengthError(
+            f"instructions alone are {base} units, more than the {target} the {mode} mode allows"
+        )
+    # Each chunk's share of the prompt, measured for as many of the best chunks as can fit.
+    blank = await measure("")
+    top_k = int(params["top_k"] or len(ranking))
+    sizes: dict[int, int] = {}
+    used = 0
+    for number, index in enumerate(ranking[: top_k if mode == "topk" else None], start=1):
+        sizes[index] = max(0, await measure(_passage(number, chunks[index]) + "\n\n") - blank)
+        used += sizes[index]
+        if used > target - base:
+            break
+    selected = select(ranking, sizes, mode, top_k=top_k, budget=target - base)
+    # Token counts do not quite add up: drop the least relevant chunk until the prompt fits.
+    while True:
+        order = arrange(selected, bool(params["reverse"]))
+        prompt = _prompt(cell, case, [chunks[i] for i in order])
+        length = await measure(prompt)
+        if length <= target or not selected:
+            break
+        selected = selected[:-1]
+
+    spans = [(o, o + len(n.text)) for o, n in zip(full.offsets, case.needles, strict=True)]
+    facts = {
+        **full.facts,
+        "mode": mode,
+        "reverse": bool(params["reverse"]),
+        "chunks": len(chunks),
+        "order": order,
+        "selected_chars": sum(chunks[i].end - chunks[i].start for i in order),
+        "retrieval": retrieval_record(spans, chunks, ranking, selected),
+    }
+    rendered = Rendered(
+        prompt_text=prompt,
+        haystack_text=full.haystack_text,
+        expected=full.expected,
+        fractions=full.fractions,
+        offsets=full.offsets,
+        facts=facts,
+    )
+    return Context(cell, rendered, fit.n_filler_chars, length, answer_budget(cell, max_tokens))
+
+
+def answer_budget(cell: Cell, max_tokens: int | None) -> int:
+    return cases.answer_budget(cell, max_tokens)
+
+
+grade = cases.grade
