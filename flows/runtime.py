@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -75,8 +74,33 @@ class Built:
 class SweepRuntime:
     config: SweepConfig
     providers: dict[str, Provider] = field(default_factory=dict)
+    probe_of: dict[str, Any] = field(default_factory=dict)  # cell id -> its probe config
+    stack: contextlib.AsyncExitStack | None = None
     _fillers: dict[str, Filler] = field(default_factory=dict)
     _rubrics: dict[str, str] = field(default_factory=dict)
+    _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
+        default_factory=dict
+    )
+    _embedder_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def embedder(self, probe: Any) -> Callable[[list[str]], Awaitable[list[list[float]]]]:
+        """A local llama.cpp embedding server (the probe's embedder GGUF, else SmolLM2), once."""
+        name = getattr(probe, "embedder", None)
+        async with self._embedder_lock:
+            if name not in self._embedders:
+                from needlescope.probes.rag import memoize
+                from needlescope.providers.local import LocalProvider, LocalServer
+
+                assert self.stack is not None
+                path = self.config.model(name).model if name else None
+                # A pooled embedding takes its whole input in one batch: room for two chunks.
+                slot = max(2048, 2 * int(getattr(probe, "chunk_size", 600)) * 2 + 256)
+                server = LocalServer(path, ctx_per_slot=slot, embedding=True)
+                await asyncio.to_thread(self.stack.enter_context, server)
+                provider = LocalProvider(name=f"embedder-{name or 'default'}", server=server)
+                self.stack.push_async_callback(provider.aclose)
+                self._embedders[name] = memoize(provider.embed)
+        return self._embedders[name]
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:
@@ -115,9 +139,15 @@ class SweepRuntime:
             measure = self.measure(model, cell.length_unit)
             probe = probe_module(cell.probe)
             try:
-                context = await build_context(
-                    probe, cell, filler, kind, measure, max_tokens=max_tokens
-                )
+                if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
+                    embed = await self.embedder(self.probe_of[cell.cell_id])
+                    context = await probe.build(
+                        cell, filler, kind, embed, measure, max_tokens=max_tokens
+                    )
+                else:
+                    context = await build_context(
+                        probe, cell, filler, kind, measure, max_tokens=max_tokens
+                    )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
                 continue
@@ -143,12 +173,9 @@ class SweepRuntime:
         path = getattr(probe, "rubric_file", None)
         key = str(path)
         if key not in self._rubrics:
-            if path is None:
-                from needlescope.judge import DEFAULT_RUBRIC
+            from needlescope.judge import load_rubric
 
-                self._rubrics[key] = DEFAULT_RUBRIC
-            else:
-                self._rubrics[key] = Path(path).read_text(encoding="utf-8")
+            self._rubrics[key] = load_rubric(path)
         return self._rubrics[key]
 
     async def haystack_length(self, model: str, context: Context) -> int | None:
@@ -219,10 +246,12 @@ async def open_runtime(
     config: SweepConfig,
     cells_by_model: dict[str, list[Cell]],
     helpers: Collection[str] = (),
+    probe_of: dict[str, Any] | None = None,
 ) -> AsyncIterator[SweepRuntime]:
     """Provider clients (and local servers) for the models under test and their helpers."""
-    runtime = SweepRuntime(config)
+    runtime = SweepRuntime(config, probe_of=dict(probe_of or {}))
     async with contextlib.AsyncExitStack() as stack:
+        runtime.stack = stack
         for name, cells in cells_by_model.items():
             runtime.providers[name] = await _open_provider(stack, config.model(name), cells)
         for name in sorted(helpers):

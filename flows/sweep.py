@@ -31,13 +31,13 @@ from needlescope.warehouse.store import Warehouse, default_root
 def helper_models(
     config: SweepConfig, cells: list[Cell], probe_of: dict[str, ProbeConfig]
 ) -> set[str]:
-    """Models the cells to do need besides the ones under test: judges and embedders."""
+    """Models the cells to do need besides the ones under test: judges (embedders start apart)."""
     names: set[str] = set()
     for cell in cells:
         probe = probe_of[cell.cell_id]
-        names.update(
-            n for n in (getattr(probe, "judge", None), getattr(probe, "embedder", None)) if n
-        )
+        judge = getattr(probe, "judge", None)
+        if judge:
+            names.add(judge)
     return names
 
 
@@ -299,7 +299,7 @@ async def run_sweep(
     try:
         if by_model:
             helpers = helper_models(config, todo, probe_of) - set(by_model)
-            async with open_runtime(config, by_model, helpers) as runtime:
+            async with open_runtime(config, by_model, helpers, probe_of) as runtime:
                 known = store.known_cell_ids()
                 asker = Asker(config, store.id, epoch)
                 sweeps = [

@@ -233,6 +233,12 @@ class RagProbe(CasesProbe):
     reverse: bool = False  # least relevant first, most relevant next to the question
     embedder: str | None = None  # a configured local model to embed with; default: SmolLM2
 
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> RagProbe:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
+
 
 ProbeConfig = Annotated[
     RecallProbe | CountingStarsProbe | GotoProbe | CasesProbe | RagProbe,
@@ -348,6 +354,15 @@ def _resolve_relative_paths(config: SweepConfig, base: Path) -> SweepConfig:
         for name, spec in config.fillers.items()
     }
     probes = [_resolve_probe_paths(probe, base) for probe in config.probes]
+    for probe in probes:
+        if isinstance(probe, CasesProbe):  # a bad case file fails here, before Prefect starts
+            from needlescope.probes.cases import load_cases
+
+            load_cases(probe.cases_file, probe.cases)
+        if getattr(probe, "judge", None) and getattr(probe, "rubric_file", None):
+            from needlescope.judge import load_rubric
+
+            load_rubric(probe.rubric_file)
     return config.model_copy(update={"fillers": fillers, "probes": probes})
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from needlescope.cells import Cell
 from needlescope.config import GotoProbe, SweepConfig, parse_config
-from needlescope.errors import LengthError
+from needlescope.errors import ConfigError, LengthError
 from needlescope.probes import goto, probe_module
 from needlescope.probes.base import NeedleResult
 
@@ -164,11 +164,9 @@ def test_raw_template_is_the_file_alone() -> None:
     assert rendered.prompt_text == rendered.haystack_text
 
 
-def test_more_lines_than_distinct_values_is_a_length_error() -> None:
-    config = sweep(line_counts=[11], value_max=10)
-    c = next(goto.expand(config, probe(config)))
-    with pytest.raises(LengthError):
-        goto.render(c, None, "lines", 0)
+def test_more_lines_than_distinct_values_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="need value_max"):
+        sweep(line_counts=[11], value_max=10)
 
 
 def test_answer_budget_is_small_unless_configured() -> None:
