@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from needlescope.cells import Cell
 from needlescope.config import GotoProbe, SweepConfig, parse_config
-from needlescope.errors import ConfigError, LengthError
+from needlescope.errors import ConfigError
 from needlescope.probes import goto, probe_module
 from needlescope.probes.base import NeedleResult
 
