@@ -70,7 +70,8 @@ def test_judge_verdicts_are_stored_beside_keyword_recall(cli, tmp_path: Path) ->
     con = Warehouse(wh).connect()
     rows = con.execute(
         "SELECT probe, accuracy, json_extract(detail, '$.judge_score')::INT, "
-        "json_extract(detail, '$.disagreement')::BOOLEAN, json_extract_string(detail, '$.judge_model') "
+        "json_extract(detail, '$.disagreement')::BOOLEAN, "
+        "json_extract_string(detail, '$.judge_model') "
         "FROM results"
     ).fetchall()
     assert len(rows) == 4
