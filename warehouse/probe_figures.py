@@ -36,20 +36,22 @@ def goto(con: duckdb.DuckDBPyConnection) -> Figures:
 
 
 def cases(con: duckdb.DuckDBPyConnection) -> Figures:
+    """LLM and RAG answers of the same cases side by side: drawn once, in the cases section."""
     from needlescope.warehouse import charts_cases
 
-    return charts_cases.figures(charts_cases.load(con))
+    figures = charts_cases.figures(charts_cases.load(con))
+    return [(name.removeprefix("cases_"), chart) for name, chart in figures]
 
 
 FIGURES: dict[str, Callable[[duckdb.DuckDBPyConnection], Figures]] = {
     "counting_stars": counting_stars,
     "goto": goto,
     "cases": cases,
-    "rag": cases,
+    "rag": lambda con: [],  # its charts are the cases section's LLM-vs-RAG ones
 }
 
 
-def probe_figures(con: duckdb.DuckDBPyConnection, probe: str) -> Figures:
-    """The probe's own charts (recall's are built from the shared statistics)."""
+def probe_figures(con: duckdb.DuckDBPyConnection, probe: str) -> Figures | None:
+    """The probe's own charts; None for recall, whose charts come from the shared statistics."""
     maker = FIGURES.get(probe)
-    return maker(con) if maker else []
+    return maker(con) if maker else None

@@ -512,10 +512,10 @@ def write_report(root: Path, out: Path, *, unstable_range: float = stats.UNSTABL
         for data in probes:
             names = []
             figures = recall_figures(data)
-            if own[data.probe]:
+            if own[data.probe] is not None:
                 # A probe with charts of its own keeps, of the shared ones, the parse failures.
                 figures = [f for f in figures if f.name == "parse_failures_by_length"]
-                figures += [Figure(name, chart) for name, chart in own[data.probe]]
+                figures += [Figure(name, chart) for name, chart in own[data.probe] or []]
             for figure in figures:
                 # recall keeps the plain names; other probes' files get a prefix
                 prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
