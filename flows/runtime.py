@@ -18,6 +18,7 @@ from needlescope.probes import probe_module
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
 from needlescope.providers.base import CONNECTION, Message, Provider
+from needlescope.providers.registry import create_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
@@ -194,7 +195,7 @@ class SweepRuntime:
 
 async def check_reachable(model: ModelConfig, timeout_s: float = 10.0) -> None:
     """Fail the sweep at once, in one line, when an endpoint cannot be reached at all."""
-    url = urlsplit(str(model.base_url))
+    url = urlsplit(model.endpoint())
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
@@ -203,7 +204,7 @@ async def check_reachable(model: ModelConfig, timeout_s: float = 10.0) -> None:
             "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
         )
         raise ProviderError(
-            CONNECTION, f"model {model.name}: cannot reach {model.base_url}: {reason}"
+            CONNECTION, f"model {model.name}: cannot reach {model.endpoint()}: {reason}"
         ) from None
     writer.close()
 
@@ -223,13 +224,11 @@ async def _open_provider(
         await asyncio.to_thread(stack.enter_context, server)
         provider: Any = LocalProvider(name=model.name, server=server, timeout_s=model.timeout_s)
     else:
-        from needlescope.providers.openai import OpenAIProvider
-
         await check_reachable(model)
-
-        provider = OpenAIProvider(
+        provider = create_provider(
+            model.provider,
             name=model.name,
-            base_url=str(model.base_url),
+            base_url=model.endpoint(),
             model=str(model.model),
             api_key=resolve_api_key(model),
             headers=dict(model.headers),

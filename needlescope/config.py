@@ -25,7 +25,12 @@ from needlescope.errors import ConfigError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
-PROVIDER_KINDS = ("local", "openai")
+PROVIDER_KINDS = ("local", "openai", "anthropic", "gemini")
+# Where a remote provider answers when the config gives no base_url.
+DEFAULT_BASE_URLS = {
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
 LengthUnit = Literal["tokens", "bytes", "chars"]
 
 
@@ -69,9 +74,13 @@ class ModelConfig(Frozen):
     def _remote_needs_url(self) -> ModelConfig:
         if self.provider == "openai" and not self.base_url:
             raise ValueError("an openai model needs base_url (e.g. https://api.openai.com/v1)")
-        if self.provider == "openai" and not self.model:
-            raise ValueError("an openai model needs model (the id the endpoint expects)")
+        if self.provider != "local" and not self.model:
+            raise ValueError(f"an {self.provider} model needs model (the id the API expects)")
         return self
+
+    def endpoint(self) -> str:
+        """The URL the provider talks to (configured, or the provider's public API)."""
+        return self.base_url or DEFAULT_BASE_URLS.get(self.provider, "")
 
     def identity(self) -> dict[str, Any]:
         """What identifies the model in a cell id: never keys, URLs or concurrency."""

@@ -15,6 +15,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _BUILTIN = {
     "openai": "needlescope.providers.openai",
     "local": "needlescope.providers.local",
+    "anthropic": "needlescope.providers.anthropic",
+    "gemini": "needlescope.providers.gemini",
 }
 _FACTORIES: dict[str, Callable[..., Provider]] = {}
 

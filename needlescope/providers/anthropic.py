@@ -1,0 +1,343 @@
+"""SDK-free client for Anthropic's Messages API (``POST /v1/messages``) and its token counter."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import re
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+import aiohttp
+from yarl import URL
+
+from needlescope.errors import ProviderError
+from needlescope.providers import base
+from needlescope.providers.base import ChatRequest, Message, Reply
+from needlescope.providers.registry import register
+
+DEFAULT_MAX_TOKENS = 1024  # the API requires max_tokens; used when a request sets none
+# "prompt is too long: 210000 tokens > 200000 maximum", "input length and `max_tokens` exceed
+# context limit: …", "too many tokens" (proxies); a 413 request_too_large is one too.
+CONTEXT_TOO_LONG_RE = re.compile(
+    r"prompt is too long|too many (input )?tokens|context[ _-]?(limit|length|window|size)"
+)
+_STATUS_KINDS = {
+    429: base.RATE_LIMITED,
+    401: base.AUTH,  # authentication_error
+    402: base.AUTH,  # billing_error: the account, not the request, must change
+    403: base.AUTH,  # permission_error
+    408: base.TIMEOUT,
+    413: base.CONTEXT_TOO_LONG,  # request_too_large
+}
+_TYPE_KINDS = {  # the error envelope's type, for a status the table above does not name
+    "rate_limit_error": base.RATE_LIMITED,
+    "overloaded_error": base.SERVER_ERROR,
+    "api_error": base.SERVER_ERROR,
+    "timeout_error": base.TIMEOUT,
+    "authentication_error": base.AUTH,
+    "permission_error": base.AUTH,
+    "billing_error": base.AUTH,
+    "request_too_large": base.CONTEXT_TOO_LONG,
+}
+_FINISH = {"end_turn": "stop", "max_tokens": "length"}  # stop_reason → OpenAI-like names
+# stop_reasons under which an empty content list is an answer, not a glitch to retry.
+_EMPTY_IS_AN_ANSWER = frozenset({"max_tokens", "refusal", "model_context_window_exceeded"})
+_CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
+_UNSUPPORTED = ("seed",)  # generation settings the Messages API rejects ("Extra inputs…")
+_DETAIL_CHARS = 200
+_SECRET_WORDS = ("auth", "key", "token", "secret")
+_REASONS = (  # the cause of a connection error, as the one-line message names it
+    (socket.gaierror, "cannot resolve host"),
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (aiohttp.ServerDisconnectedError, "server disconnected"),
+)
+
+
+@register("anthropic")
+class AnthropicProvider:
+    """POSTs ``{base_url}/v1/messages``; every failure is a one-line ``ProviderError``.
+
+    System messages go to the top-level ``system`` field; ``request.extra`` is merged into the
+    body last, so ``thinking``, ``top_k``, ``stop_sequences``… pass through. With thinking on,
+    ``max_tokens`` is the answer's budget: ``thinking.budget_tokens`` is added to it (the API
+    counts thinking against max_tokens and wants it larger than the budget), and temperature is
+    not sent (the API allows none but 1 with thinking). An explicit ``extra["max_tokens"]`` or
+    ``extra["temperature"]`` still wins.
+
+    The only retry here: a 429 whose retry-after is at most ``max_retry_after_s`` is waited out
+    once and re-sent once (token counting too: its rate limit is its own). Everything else is
+    raised for the orchestrator to retry.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        base_url: str | None = "https://api.anthropic.com",
+        model: str,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 600,
+        max_retry_after_s: float = 60,
+        max_connections: int = 8,
+        anthropic_version: str = "2023-06-01",
+    ) -> None:
+        self.name = name
+        base_url = (base_url or "https://api.anthropic.com").rstrip("/")
+        self.base_url = base_url.removesuffix("/v1")  # "…/v1" as OpenAI-style configs write it
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_retry_after_s = max_retry_after_s
+        self.max_connections = max_connections
+        self._headers = dict(headers or {})
+        if not any(k.lower() == "anthropic-version" for k in self._headers):
+            self._headers["anthropic-version"] = anthropic_version
+        if api_key:
+            self._headers = {k: v for k, v in self._headers.items() if k.lower() != "x-api-key"}
+            self._headers["x-api-key"] = api_key
+        secret = [v for k, v in self._headers.items() if any(w in k.lower() for w in _SECRET_WORDS)]
+        self._secrets = [s for s in {api_key, *secret} if s and len(s) >= 6]  # never shown
+        self._where = str(URL(self.base_url).with_user(None))
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        where, cls = self._where, type(self).__name__
+        return f"{cls}(name={self.name!r}, base_url={where!r}, model={self.model!r})"
+
+    def _client(self) -> aiohttp.ClientSession:
+        # A session belongs to one event loop: a call from another loop gets a session of its own.
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_connections),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                headers=self._headers,
+            )
+            self._loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for ``request``."""
+        extra = {k: v for k, v in request.extra.items() if k not in _UNSUPPORTED}
+        thinking = _dict(extra.get("thinking"))
+        thinking_on = bool(thinking) and thinking.get("type") != "disabled"
+        max_tokens = DEFAULT_MAX_TOKENS if request.max_tokens is None else request.max_tokens
+        budget = thinking.get("budget_tokens") if thinking.get("type") == "enabled" else None
+        if _is_int(budget):
+            max_tokens += budget
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
+        body.update(_prompt(request.messages))
+        if request.temperature is not None and not thinking_on:
+            body["temperature"] = request.temperature
+        body.update(extra)
+        return body
+
+    async def complete(self, request: ChatRequest) -> Reply:
+        url = f"{self.base_url}/v1/messages"
+        status, data, latency_s = await self._send(url, self.request_body(request))
+        return self._reply(status, data, latency_s)
+
+    async def count_tokens(self, text: str) -> int | None:
+        """Input tokens of one user message holding ``text`` (the message framing included)."""
+        if not text:
+            return 0  # the API refuses an empty text block
+        return await self.count_prompt_tokens((Message("user", text),))
+
+    async def count_prompt_tokens(self, messages: tuple[Message, ...]) -> int | None:
+        url = f"{self.base_url}/v1/messages/count_tokens"
+        body = {"model": self.model, **_prompt(messages)}
+        status, data, _ = await self._send(url, body)
+        tokens = _dict(data).get("input_tokens")
+        if not _is_int(tokens):
+            snippet = self._snippet(json.dumps(data))
+            msg = (
+                f"HTTP {status} from {self._where}: count_tokens sent no 'input_tokens': {snippet}"
+            )
+            raise self._bad(base.BAD_RESPONSE, msg, status)
+        return tokens
+
+    async def _send(self, url: str, body: dict[str, Any]) -> tuple[int, Any, float]:
+        """(status, JSON reply, latency): a 429 with a short enough retry-after is sent twice."""
+        start = time.perf_counter()
+        try:
+            status, data = await self._post(url, body)
+        except ProviderError as e:
+            wait = e.retry_after_s
+            if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
+                raise
+            await asyncio.sleep(wait)
+            start = time.perf_counter()  # latency of the request that answered, not of the wait
+            status, data = await self._post(url, body)
+        return status, data, time.perf_counter() - start
+
+    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
+        status = None
+        try:
+            async with self._client().post(url, json=body) as resp:
+                status = resp.status
+                raw = await resp.read()
+                if not 200 <= status < 300:
+                    raise self._http_error(status, resp.headers, raw)
+        except TimeoutError:
+            raise self._bad(
+                base.TIMEOUT, f"no reply from {self._where} within {self.timeout_s:g} s", status
+            ) from None
+        except aiohttp.ClientPayloadError:
+            raise self._bad(
+                base.BAD_RESPONSE, f"HTTP {status} from {self._where}: reply body cut short", status
+            ) from None
+        except aiohttp.ClientError as e:
+            raise self._bad(base.CONNECTION, f"cannot reach {self._where}: {_reason(e)}") from None
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            snippet = self._snippet(raw.decode(errors="replace"))
+            msg = f"HTTP {status} from {self._where}: reply is not JSON: {snippet}"
+            raise self._bad(base.BAD_RESPONSE, msg, status) from None
+
+    def _http_error(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
+        text = raw.decode(errors="replace")
+        detail, error_type, request_id = _detail(text)
+        kind = _kind(status, error_type, detail.lower())
+        request_id = headers.get("request-id") or request_id
+        suffix = f" [{request_id}]" if request_id else ""
+        msg = f"HTTP {status} from {self._where}: {self._snippet(detail)}{suffix}"
+        # A 429 for a spent monthly limit has the rate limit's type, but waiting does not help.
+        retryable = kind in base.RETRYABLE_KINDS and "spend_limit" not in text.lower()
+        wait = _retry_after(headers) if retryable else None
+        return ProviderError(kind, msg, retryable=retryable, status=status, retry_after_s=wait)
+
+    def _bad(self, kind: str, message: str, status: int | None = None) -> ProviderError:
+        return ProviderError(kind, self._scrub(message), retryable=True, status=status)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _snippet(self, text: str) -> str:
+        text = "".join(c if c.isprintable() else " " for c in self._scrub(text)[:4000])
+        text = " ".join(text.split())
+        return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+
+    def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
+        content = data.get("content") if isinstance(data, dict) else None
+        where = f"HTTP {status} from {self._where}"
+        if not isinstance(content, list):
+            detail = _detail(json.dumps(data))[0]
+            msg = f"{where}: reply has no 'content': {self._snippet(detail)}"
+            raise self._bad(base.BAD_RESPONSE, msg, status)
+        stop_reason = data.get("stop_reason")
+        if not content and stop_reason not in _EMPTY_IS_AN_ANSWER:
+            msg = f"{where}: reply has empty 'content' (stop_reason {stop_reason})"
+            raise self._bad(base.EMPTY_RESPONSE, msg, status)
+        text = "".join(
+            block["text"]
+            for block in map(_dict, content)
+            if block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+        usage = _dict(data.get("usage"))
+        output_tokens = usage.get("output_tokens")
+        return Reply(
+            text=text,
+            finish_reason=_FINISH.get(stop_reason, stop_reason),
+            prompt_tokens=_input_tokens(usage),
+            completion_tokens=output_tokens if _is_int(output_tokens) else None,
+            reasoning_tokens=None,  # thinking tokens are inside output_tokens, not reported apart
+            latency_s=latency_s,
+            model_version=data.get("model"),
+        )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _prompt(messages: tuple[Message, ...]) -> dict[str, Any]:
+    """``system`` (the system messages, joined) and ``messages`` (the rest) of a request body."""
+    system = [m.content for m in messages if m.role == "system"]
+    wire = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
+    return {"system": "\n\n".join(system), "messages": wire} if system else {"messages": wire}
+
+
+def _input_tokens(usage: dict[str, Any]) -> int | None:
+    """The whole prompt: uncached input plus what was written to and read from the cache."""
+    tokens = usage.get("input_tokens")
+    if not _is_int(tokens):
+        return None
+    cached = (usage.get(k) for k in _CACHE_FIELDS)
+    return int(tokens) + sum(n for n in cached if _is_int(n))
+
+
+def _kind(status: int, error_type: str | None, message: str) -> str:
+    if status in _STATUS_KINDS:
+        return _STATUS_KINDS[status]
+    if 400 <= status < 500 and CONTEXT_TOO_LONG_RE.search(message):
+        return base.CONTEXT_TOO_LONG
+    if status >= 500:
+        return base.SERVER_ERROR
+    if error_type in _TYPE_KINDS:
+        return _TYPE_KINDS[error_type]
+    return base.BAD_REQUEST if status >= 400 else base.BAD_RESPONSE
+
+
+def _detail(text: str) -> tuple[str, str | None, str | None]:
+    """(message with its type, error type, request id) out of an error envelope, else the text.
+
+    Anthropic: ``{"type": "error", "error": {"type": …, "message": …}, "request_id": …}``.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text, None, None
+    if not isinstance(data, dict):
+        return text, None, None
+    err = data.get("error", data)
+    request_id = data.get("request_id")
+    request_id = request_id if isinstance(request_id, str) else None
+    if not isinstance(err, dict):
+        return str(err), None, request_id
+    message = str(err.get("message") or err.get("detail") or json.dumps(err))
+    error_type = err.get("type") if isinstance(err.get("type"), str) else None
+    if error_type and error_type != "error" and error_type not in message:
+        message = f"{message} ({error_type})"
+    return message, error_type, request_id
+
+
+def _reason(e: aiohttp.ClientError) -> str:
+    cause = e.os_error if isinstance(e, aiohttp.ClientConnectorError) else e
+    for error_type, reason in _REASONS:
+        if isinstance(cause, error_type):
+            return reason
+    return " ".join(str(e).split())[:_DETAIL_CHARS] or type(e).__name__
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after`` (seconds or an HTTP-date), or None without one."""
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

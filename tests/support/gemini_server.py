@@ -1,0 +1,606 @@
+"""A fake Gemini API (generateContent, countTokens): scriptable replies, faults, request counts.
+
+``async with FakeGeminiServer() as srv`` runs it on the current event loop; ``with
+FakeGeminiServer() as srv`` runs it on its own loop in a background thread (for sync tests).
+Either way it listens on 127.0.0.1 on a free port; ``srv.base_url`` is what a client's
+``base_url`` takes (the API version and ``models/…:generateContent`` follow it).
+
+It speaks Gemini's wire format: ``contents``/``systemInstruction``/``generationConfig`` in,
+``candidates``/``usageMetadata``/``modelVersion`` out, Google's error envelope
+``{"error": {"code", "message", "status", "details"}}`` on failure, a ``RetryInfo`` detail
+on a 429, unknown fields refused with 400 as the real API does. Tokens are counted as
+whitespace-separated words, the same way for ``promptTokenCount`` and ``countTokens``.
+Thinking: a request's ``thinkingConfig.thinkingBudget`` (or, without one, the server's
+``thinking_tokens``) is what the model "thinks"; thoughts count against ``maxOutputTokens``
+as they do on Gemini 2.5, and ``includeThoughts`` adds a thought-summary part.
+
+Faults come from ``script`` (one entry per request, both endpoints, in arrival order; ``None``
+= answer normally) and, once the script is used up, from ``rates`` ({fault kind: probability}).
+A rate draw is seeded by (seed, request body, how often that body was seen), so a sweep sees
+the same faults whatever order its concurrent requests arrive in, and a retry a fresh draw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import random
+import threading
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+RATE_LIMIT = "rate_limit"  # 429 RESOURCE_EXHAUSTED, per-minute quota, RetryInfo retryDelay
+DAILY_QUOTA = "daily_quota"  # 429 RESOURCE_EXHAUSTED naming a per-day quota
+SERVER_ERROR = "server_error"  # 500 INTERNAL
+UNAVAILABLE = "unavailable"  # 503 UNAVAILABLE ("The model is overloaded")
+DEADLINE = "deadline"  # 504 DEADLINE_EXCEEDED
+CONTEXT_LENGTH = "context_length"  # 400 INVALID_ARGUMENT "The input token count … exceeds …"
+UNAUTHORIZED = "unauthorized"  # 401 UNAUTHENTICATED (also sent when api_key is set and differs)
+KEY_INVALID = "key_invalid"  # 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID (a wrong key)
+FORBIDDEN = "forbidden"  # 403 PERMISSION_DENIED
+BLOCKED = "blocked"  # 200 with promptFeedback.blockReason and no candidates
+SLOW = "slow"  # waits delay_s, then answers normally
+RESET = "reset"  # drops the connection without answering
+TRUNCATED = "truncated"  # a 200 whose body stops half way
+GARBAGE = "garbage"  # a 200 whose body is not JSON
+FAULT_KINDS = frozenset(
+    {
+        RATE_LIMIT,
+        DAILY_QUOTA,
+        SERVER_ERROR,
+        UNAVAILABLE,
+        DEADLINE,
+        CONTEXT_LENGTH,
+        UNAUTHORIZED,
+        KEY_INVALID,
+        FORBIDDEN,
+        BLOCKED,
+        SLOW,
+        RESET,
+        TRUNCATED,
+        GARBAGE,
+    }
+)
+
+GENERATION_FIELDS = frozenset(
+    {
+        "stopSequences",
+        "responseMimeType",
+        "responseSchema",
+        "responseJsonSchema",
+        "responseModalities",
+        "candidateCount",
+        "maxOutputTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "seed",
+        "presencePenalty",
+        "frequencyPenalty",
+        "responseLogprobs",
+        "logprobs",
+        "enableEnhancedCivicAnswers",
+        "speechConfig",
+        "thinkingConfig",
+        "mediaResolution",
+        "imageConfig",
+    }
+)
+THINKING_FIELDS = frozenset({"thinkingBudget", "includeThoughts", "thinkingLevel"})
+REQUEST_FIELDS = frozenset(
+    {"contents", "systemInstruction", "generationConfig", "safetySettings", "tools", "toolConfig"}
+    | {"cachedContent", "model"}
+)
+DYNAMIC_THOUGHTS = 32  # thoughts of a dynamic budget (-1) or a thinkingLevel
+THOUGHT_SUMMARY = "**Scanning the context** I read the text for the requested values."
+DAILY_QUOTA_ID = "GenerateRequestsPerDayPerProjectPerModel-FreeTier"
+MINUTE_QUOTA_ID = "GenerateRequestsPerMinutePerProjectPerModel"
+API_VERSIONS = ("v1beta", "v1", "v1alpha")
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    retry_delay: str | None = "1s"  # RetryInfo.retryDelay of a rate_limit; None sends none
+    retry_after: str | None = None  # Retry-After header of a rate_limit (Gemini sends none)
+    delay_s: float = 1.0  # how long a slow reply waits
+    block_reason: str = "SAFETY"  # promptFeedback.blockReason of a blocked prompt
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(
+                f"unknown fault {self.kind!r}; known: {', '.join(sorted(FAULT_KINDS))}"
+            )
+
+
+class BadRequest(Exception):
+    """A request the real API refuses with 400 INVALID_ARGUMENT; the message is Google's."""
+
+
+def default_responder(body: dict[str, Any]) -> str:
+    return "ok"
+
+
+def _words(text: Any) -> int:
+    return len(text.split()) if isinstance(text, str) else 0
+
+
+def _content_words(content: Any) -> int:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return sum(_words(p.get("text")) for p in parts or [] if isinstance(p, dict))
+
+
+def prompt_tokens(request: Mapping[str, Any]) -> int:
+    """The fake's token count of a GenerateContentRequest: words of contents + system."""
+    contents = request.get("contents") or []
+    return sum(_content_words(c) for c in contents) + _content_words(
+        request.get("systemInstruction")
+    )
+
+
+class FakeGeminiServer:
+    def __init__(
+        self,
+        responder: Responder = default_responder,
+        *,
+        script: Iterable[str | Fault | None] = (),
+        rates: Mapping[str, float] | None = None,
+        seed: int = 0,
+        delay_s: float = 0.0,
+        models: Collection[str] | None = None,
+        model_version: str | None = None,
+        api_key: str | None = None,
+        thinking_tokens: int = 0,
+        max_input_tokens: int | None = None,
+    ) -> None:
+        self.responder = responder
+        self.script: deque[Fault | None] = deque(self._fault(f) for f in script)
+        self.rates = {Fault(k).kind: p for k, p in (rates or {}).items()}
+        self.seed = seed
+        self.delay_s = delay_s  # added to every request
+        self.models = set(models) if models is not None else None  # None: any model exists
+        self.model_version = model_version  # modelVersion sent; None: the model id asked for
+        self.api_key = api_key
+        self.thinking_tokens = thinking_tokens  # thoughts of a request that sets no budget
+        self.max_input_tokens = max_input_tokens  # longer prompts get the real 400
+        self.requests = 0  # generateContent requests
+        self.count_requests = 0  # countTokens requests
+        self.fault_counts: Counter[str] = Counter()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.last_body: dict[str, Any] | None = None  # of the last generateContent
+        self.last_count_body: dict[str, Any] | None = None  # of the last countTokens
+        self.last_headers: dict[str, str] | None = None
+        self.last_path: str | None = None
+        self.port = 0
+        self._seen: Counter[bytes] = Counter()
+        self._runner: web.AppRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    @staticmethod
+    def _fault(f: str | Fault | None) -> Fault | None:
+        return Fault(f) if isinstance(f, str) else f
+
+    def add_faults(self, *faults: str | Fault | None) -> None:
+        """Queue faults for the next requests (thread-safe enough: deque appends are atomic)."""
+        self.script.extend(self._fault(f) for f in faults)
+
+    def reset_counts(self) -> None:
+        self.requests, self.count_requests, self.max_in_flight = 0, 0, 0
+        self.fault_counts.clear()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> FakeGeminiServer:
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_post("/{version}/{collection}/{target}", self._handle)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.1
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeGeminiServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def start_in_thread(self) -> FakeGeminiServer:
+        started = threading.Event()
+
+        def run() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self.start())
+            started.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self.close())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-gemini-server", daemon=True)
+        self._thread.start()
+        if not started.wait(10):
+            raise RuntimeError("fake Gemini server did not start within 10 s")
+        return self
+
+    def stop_thread(self) -> None:
+        if self._thread is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> FakeGeminiServer:
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_thread()
+
+    # --- request handling ------------------------------------------------------------------
+
+    def _pick(self, raw: bytes) -> Fault | None:
+        if self.script:
+            return self.script.popleft()
+        if not self.rates:
+            return None
+        digest = hashlib.blake2b(raw, digest_size=8).digest()
+        nth = self._seen[digest]
+        self._seen[digest] += 1
+        u = random.Random(f"{self.seed}:{digest.hex()}:{nth}").random()
+        for kind, p in self.rates.items():
+            if u < p:
+                return Fault(kind)
+            u -= p
+        return None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        version = request.match_info["version"]
+        collection = request.match_info["collection"]
+        model, _, method = request.match_info["target"].rpartition(":")
+        resource = f"{collection}/{model}"
+        if version not in API_VERSIONS or collection not in ("models", "tunedModels") or not model:
+            return web.Response(status=404, text="<html><body>Error 404 (Not Found)</body></html>")
+        if method not in ("generateContent", "countTokens"):
+            return _error(404, f"Method not found: {method}.", "NOT_FOUND")
+        counting = method == "countTokens"
+        if counting:
+            self.count_requests += 1
+        else:
+            self.requests += 1
+        raw = await request.read()
+        self.last_headers = dict(request.headers)
+        self.last_path = request.path_qs
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error(400, "Invalid JSON payload received.", "INVALID_ARGUMENT")
+        if not isinstance(body, dict):
+            return _error(400, "Invalid JSON payload received.", "INVALID_ARGUMENT")
+        if counting:
+            self.last_count_body = body
+        else:
+            self.last_body = body
+        fault = self._pick(raw)
+        key = request.headers.get("x-goog-api-key", "")
+        if self.api_key is not None and key != self.api_key:
+            fault = Fault(UNAUTHORIZED)
+        if fault is not None:
+            self.fault_counts[fault.kind] += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        kind = fault.kind if fault else None
+        if kind in (RATE_LIMIT, DAILY_QUOTA):
+            assert fault is not None
+            return _rate_limited(model, fault)
+        if kind == SERVER_ERROR:
+            return _error(500, "An internal error has occurred. Please retry.", "INTERNAL")
+        if kind == UNAVAILABLE:
+            return _error(503, "The model is overloaded. Please try again later.", "UNAVAILABLE")
+        if kind == DEADLINE:
+            return _error(
+                504, "Deadline expired before operation could complete.", "DEADLINE_EXCEEDED"
+            )
+        if kind == CONTEXT_LENGTH:
+            return _too_long(2_000_000, 1_048_576)
+        if kind == UNAUTHORIZED:  # echoes the key unmasked, so clients must scrub it themselves
+            return _error(
+                401,
+                f"Request had invalid authentication credentials ({key or 'none'}). "
+                "Expected OAuth 2 access token, login cookie or other valid authentication "
+                "credential.",
+                "UNAUTHENTICATED",
+            )
+        if kind == KEY_INVALID:
+            return _error(
+                400,
+                "API key not valid. Please pass a valid API key.",
+                "INVALID_ARGUMENT",
+                [_info("API_KEY_INVALID")],
+            )
+        if kind == FORBIDDEN:
+            return _error(
+                403,
+                "Method doesn't allow unregistered callers (callers without established "
+                "identity). Please use API Key or other form of API consumer identity to call "
+                "this API.",
+                "PERMISSION_DENIED",
+            )
+        if kind == SLOW:
+            assert fault is not None
+            await asyncio.sleep(fault.delay_s)
+        if kind == RESET:
+            assert request.transport is not None
+            request.transport.abort()
+            return web.Response()
+        if kind == GARBAGE:
+            return web.Response(
+                body=b"<html>\x00upstream sent garbage{", content_type="application/json"
+            )
+        if self.models is not None and model not in self.models:
+            return _error(
+                404,
+                f"{resource} is not found for API version {version}, or is not supported "
+                f"for {method}. Call ListModels to see the list of available models and their "
+                "supported methods.",
+                "NOT_FOUND",
+            )
+        try:
+            if counting:
+                payload = self.count(body, resource)
+            else:
+                payload = await self.generate(body, model, fault)
+        except BadRequest as e:
+            return _error(400, str(e), "INVALID_ARGUMENT")
+        except _TooLong as e:
+            return _too_long(e.tokens, e.limit)
+        if kind == TRUNCATED:
+            data = json.dumps(payload).encode()
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(data)
+            await resp.prepare(request)
+            await resp.write(data[: len(data) // 2])
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        return web.json_response(payload)
+
+    # --- the two methods -------------------------------------------------------------------
+
+    def count(self, body: dict[str, Any], resource: str) -> dict[str, Any]:
+        """countTokens: ``contents`` or a whole ``generateContentRequest``, never both."""
+        unknown = set(body) - {"contents", "generateContentRequest"}
+        if unknown:
+            raise BadRequest(_unknown_name(sorted(unknown)[0], ""))
+        inner = body.get("generateContentRequest")
+        if inner is not None and body.get("contents"):
+            raise BadRequest("contents and generateContentRequest are mutually exclusive.")
+        if inner is not None:
+            if not isinstance(inner, dict):
+                raise BadRequest("generateContentRequest must be an object.")
+            if inner.get("model") != resource:
+                raise BadRequest(
+                    f"generateContentRequest.model ({inner.get('model')!r}) must match the "
+                    f"model in the URL ({resource})."
+                )
+            _check_request(inner)
+            return {"totalTokens": prompt_tokens(inner)}
+        _check_contents(body.get("contents"))
+        return {"totalTokens": prompt_tokens(body)}
+
+    async def generate(
+        self, body: dict[str, Any], model: str, fault: Fault | None
+    ) -> dict[str, Any]:
+        _check_request(body)
+        n_prompt = prompt_tokens(body)
+        if self.max_input_tokens is not None and n_prompt > self.max_input_tokens:
+            raise _TooLong(n_prompt, self.max_input_tokens)
+        version = self.model_version or model
+        if fault is not None and fault.kind == BLOCKED:
+            return {
+                "promptFeedback": {
+                    "blockReason": fault.block_reason,
+                    "safetyRatings": [
+                        {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH"}
+                    ],
+                },
+                "usageMetadata": {"promptTokenCount": n_prompt, "totalTokenCount": n_prompt},
+                "modelVersion": version,
+            }
+        reply = self.responder(body)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if isinstance(reply, dict):
+            return reply
+        return self.response(body, reply, n_prompt, version)
+
+    def response(
+        self, body: dict[str, Any], text: str, n_prompt: int, version: str
+    ) -> dict[str, Any]:
+        """The GenerateContentResponse Gemini sends for ``text``; tokens are counted as words."""
+        config = body.get("generationConfig") or {}
+        thinking = config.get("thinkingConfig") or {}
+        budget = thinking.get("thinkingBudget")
+        if budget is None:
+            thoughts = DYNAMIC_THOUGHTS if "thinkingLevel" in thinking else self.thinking_tokens
+        else:
+            thoughts = budget if budget >= 0 else DYNAMIC_THOUGHTS
+        words, finish = text.split(), "STOP"
+        limit = config.get("maxOutputTokens")
+        if limit is not None and thoughts + len(words) > limit:  # thoughts are spent first
+            thoughts = min(thoughts, limit)
+            words, finish = words[: limit - thoughts], "MAX_TOKENS"
+        parts: list[dict[str, Any]] = []
+        if thoughts and thinking.get("includeThoughts"):
+            parts.append({"text": THOUGHT_SUMMARY, "thought": True})
+        if words:
+            parts.append({"text": " ".join(words)})
+        content: dict[str, Any] = {"role": "model"}
+        if parts:
+            content["parts"] = parts
+        usage: dict[str, Any] = {"promptTokenCount": n_prompt}
+        if words:  # proto3 JSON leaves zero counts out
+            usage["candidatesTokenCount"] = len(words)
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts
+        usage["totalTokenCount"] = n_prompt + len(words) + thoughts
+        usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": n_prompt}]
+        return {
+            "candidates": [{"content": content, "finishReason": finish, "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": version,
+            "responseId": f"fake-{self.requests}",
+        }
+
+
+class _TooLong(Exception):
+    def __init__(self, tokens: int, limit: int) -> None:
+        super().__init__(tokens, limit)
+        self.tokens, self.limit = tokens, limit
+
+
+def _unknown_name(name: str, where: str) -> str:
+    at = f" at '{where}'" if where else ""
+    return f'Invalid JSON payload received. Unknown name "{name}"{at}: Cannot find field.'
+
+
+def _check_contents(contents: Any) -> None:
+    if not isinstance(contents, list) or not contents:
+        raise BadRequest("* GenerateContentRequest.contents: contents is not specified")
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+            raise BadRequest(f"* GenerateContentRequest.contents[{i}].parts: must be a list")
+        if content.get("role", "user") not in ("user", "model"):
+            raise BadRequest("Please use a valid role: user, model.")
+        for part in content["parts"]:
+            if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+                raise BadRequest(f"* GenerateContentRequest.contents[{i}].parts: text expected")
+
+
+def _check_request(body: dict[str, Any]) -> None:
+    for name in body:
+        if name not in REQUEST_FIELDS:
+            raise BadRequest(_unknown_name(name, ""))
+    _check_contents(body.get("contents"))
+    system = body.get("systemInstruction")
+    if system is not None and not isinstance(_dict(system).get("parts"), list):
+        raise BadRequest("* GenerateContentRequest.system_instruction.parts: must be a list")
+    config = body.get("generationConfig") or {}
+    if not isinstance(config, dict):
+        raise BadRequest("Invalid value at 'generation_config': expected an object.")
+    for name in config:
+        if name not in GENERATION_FIELDS:
+            raise BadRequest(_unknown_name(name, "generation_config"))
+    thinking = config.get("thinkingConfig") or {}
+    for name in thinking:
+        if name not in THINKING_FIELDS:
+            raise BadRequest(_unknown_name(name, "generation_config.thinking_config"))
+    limit = config.get("maxOutputTokens")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise BadRequest(
+            "* GenerateContentRequest.generation_config.max_output_tokens: must be > 0"
+        )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _info(reason: str) -> dict[str, Any]:
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "googleapis.com",
+        "metadata": {"service": "generativelanguage.googleapis.com"},
+    }
+
+
+def _too_long(tokens: int, limit: int) -> web.Response:
+    return _error(
+        400,
+        f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({limit}).",
+        "INVALID_ARGUMENT",
+    )
+
+
+def _rate_limited(model: str, fault: Fault) -> web.Response:
+    quota = DAILY_QUOTA_ID if fault.kind == DAILY_QUOTA else MINUTE_QUOTA_ID
+    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+    message = (
+        "You exceeded your current quota, please check your plan and billing details. For "
+        "more information on this error, head to: https://ai.google.dev/gemini-api/docs/"
+        f"rate-limits.\n* Quota exceeded for metric: {metric}, limit: 10, model: {model}"
+    )
+    details: list[dict[str, Any]] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [
+                {
+                    "quotaMetric": metric,
+                    "quotaId": quota,
+                    "quotaDimensions": {"location": "global", "model": model},
+                    "quotaValue": "10",
+                }
+            ],
+        },
+        {
+            "@type": "type.googleapis.com/google.rpc.Help",
+            "links": [
+                {
+                    "description": "Learn more about Gemini API quotas",
+                    "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                }
+            ],
+        },
+    ]
+    if fault.retry_delay is not None:
+        message += f"\nPlease retry in {fault.retry_delay}."
+        details.append(
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fault.retry_delay}
+        )
+    headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else None
+    return _error(429, message, "RESOURCE_EXHAUSTED", details, headers)
+
+
+def _error(
+    code: int,
+    message: str,
+    status: str,
+    details: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    err: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details:
+        err["details"] = details
+    return web.json_response({"error": err}, status=code, headers=headers)
