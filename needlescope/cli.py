@@ -228,17 +228,42 @@ def grade(
         str | None,
         typer.Option(help="The context's facts (JSON or file), as in the cells table's `facts`."),
     ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(help="cases/rag: a model of --config that also judges the answer (1–10)."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="The sweep config that defines the --judge model.")
+    ] = None,
+    rubric: Annotated[
+        Path | None, typer.Option(help="The judge's rubric (default: needlescope's own).")
+    ] = None,
 ) -> None:
     """Grade one answer by hand and print the grade as one JSON object (accuracy 0–100)."""
-    from needlescope.grading.cli import grade_one
+    from needlescope.grading.cli import grade_one, judge_answer
 
+    if judge is not None and (config is None or probe not in ("cases", "rag")):
+        raise fail("--judge needs --config, and only cases and rag answers are judged")
     try:
+        expected_text = _text_or_file(expected)
+        answer_text = _text_or_file(answer)
         result = grade_one(
-            probe,
-            _text_or_file(expected),
-            _text_or_file(answer),
-            _text_or_file(facts) if facts else None,
+            probe, expected_text, answer_text, _text_or_file(facts) if facts else None
         )
+        if judge is not None:
+            verdict = asyncio.run(
+                judge_answer(
+                    str(config),
+                    judge,
+                    json.loads(expected_text),
+                    answer_text,
+                    str(rubric) if rubric else None,
+                )
+            )
+            result.update(verdict)
+            from needlescope.judge import disagreement
+
+            result["disagreement"] = disagreement(result["accuracy"], verdict["judge_score"])
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
     sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")

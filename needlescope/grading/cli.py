@@ -70,3 +70,51 @@ def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) 
                 for row in rows
             ]
     return result
+
+
+async def judge_answer(
+    config_path: str, judge: str, expected: dict[str, Any], answer: str, rubric_file: str | None
+) -> dict[str, Any]:
+    """Ask a configured model to judge one cases answer, as the sweep's judge stage does."""
+    import contextlib
+
+    from needlescope.config import load_config, resolve_api_key
+    from needlescope.judge import judge_messages, load_rubric, parse_verdict
+    from needlescope.providers.base import ChatRequest
+    from needlescope.providers.registry import create_provider
+
+    config = load_config(config_path)
+    try:
+        model = config.model(judge)
+    except KeyError:
+        raise NeedlescopeError(f"--judge: no model {judge!r} in {config_path}") from None
+    if not isinstance(expected, dict) or not {"question", "true_answer"} <= set(expected):
+        raise NeedlescopeError("--expected must hold the case's question and true_answer")
+    messages = judge_messages(
+        expected["question"], expected["true_answer"], answer, load_rubric(rubric_file)
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        if model.provider == "local":
+            from needlescope.providers.local import LocalProvider, LocalServer
+
+            server = stack.enter_context(LocalServer(model.model, ctx_per_slot=4096))
+            provider: Any = LocalProvider(name=model.name, server=server)
+        else:
+            provider = create_provider(
+                model.provider,
+                name=model.name,
+                base_url=model.endpoint(),
+                model=str(model.model),
+                api_key=resolve_api_key(model),
+                headers=dict(model.headers),
+            )
+        stack.push_async_callback(provider.aclose)
+        reply = await provider.complete(ChatRequest(messages, max_tokens=256, temperature=0.0))
+    verdict = parse_verdict(reply.text)
+    return {
+        "judge_model": judge,
+        "judge_score": verdict.score,
+        "judge_reason": verdict.reason,
+        "judge_error": verdict.error,
+        "judge_raw": reply.text,
+    }

@@ -49,3 +49,51 @@ def test_bad_expected_is_a_one_line_error() -> None:
     assert "--expected is not JSON" in result.output
     result = runner.invoke(app, ["grade", "nosuch", "--expected", "[1]", "--answer", "{}"])
     assert result.exit_code == 2 and "unknown probe 'nosuch'" in result.output
+
+
+def test_cases_answer_graded_by_keywords_and_by_a_judge_model(tmp_path: Path) -> None:
+    import json as json_module
+
+    from tests.support.openai_server import FakeOpenAIServer
+
+    expected = {
+        "needles": ["Figs are one of the secret ingredients."],
+        "keywords": [["figs"]],
+        "question": "What is the secret ingredient?",
+        "true_answer": "Figs.",
+    }
+    with FakeOpenAIServer(lambda body: json_module.dumps({"score": 9, "reason": "right"})) as srv:
+        config = tmp_path / "judge.yaml"
+        config.write_text(
+            "name: j\nmodels:\n"
+            f"  - {{name: judge, provider: openai, base_url: '{srv.base_url}', model: x}}\n"
+            "probes: [{probe: recall, lengths: [100], needle_counts: [1]}]\n"
+        )
+        result = runner.invoke(
+            app,
+            [
+                "grade",
+                "cases",
+                "--expected",
+                json_module.dumps(expected),
+                "--answer",
+                "It is figs.",
+                "--judge",
+                "judge",
+                "--config",
+                str(config),
+            ],
+        )
+        assert srv.requests == 1
+        assert "Figs." in srv.last_body["messages"][-1]["content"]  # type: ignore[index]
+    assert result.exit_code == 0, result.output
+    out = json_module.loads(result.stdout)
+    assert out["accuracy"] == 100.0
+    assert (out["judge_score"], out["judge_model"], out["disagreement"]) == (9, "judge", False)
+
+
+def test_judge_needs_a_config() -> None:
+    result = runner.invoke(
+        app, ["grade", "cases", "--expected", "{}", "--answer", "x", "--judge", "j"]
+    )
+    assert result.exit_code == 2 and "--judge needs --config" in result.output
