@@ -65,6 +65,38 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     )
 
 
+class Unsent:
+    """A request not sent because the sweep's budget was spent: no row, a later run sends it."""
+
+
+UNSENT = Unsent()
+
+
+class Spend:
+    """Tokens and money spent by this run, against the config's budget."""
+
+    def __init__(self, config: SweepConfig) -> None:
+        self.config = config
+        self.tokens = 0
+        self.usd = 0.0
+
+    def exhausted(self) -> bool:
+        budget = self.config.budget
+        if budget is None:
+            return False
+        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
+            budget.usd is not None and self.usd >= budget.usd
+        )
+
+    def cost(self, model: str, reply: Reply) -> float | None:
+        price = self.config.model(model).price
+        return None if price is None else price.cost(reply.prompt_tokens, reply.completion_tokens)
+
+    def add(self, model: str, reply: Reply) -> None:
+        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+        self.usd += self.cost(model, reply) or 0.0
+
+
 class Asker:
     """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
 
@@ -72,6 +104,7 @@ class Asker:
         self.config = config
         self.warehouse_id = warehouse_id
         self.epoch = epoch
+        self.spend = Spend(config)
         self._tasks: dict[str, Any] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
 
@@ -91,9 +124,11 @@ class Asker:
 
     async def ask(
         self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
-    ) -> Reply | BaseException:
+    ) -> Reply | BaseException | Unsent:
         task = self._task(model)
         async with self._limits[model]:
+            if self.spend.exhausted():
+                return UNSENT
             state: State = await task(
                 model,
                 cell.cell_id,
@@ -105,9 +140,10 @@ class Asker:
                 return_state=True,
             )
         outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
-        return (
-            outcome if isinstance(outcome, (Reply, BaseException)) else RuntimeError(str(outcome))
-        )
+        if isinstance(outcome, Reply):
+            self.spend.add(model, outcome)
+            return outcome
+        return outcome if isinstance(outcome, BaseException) else RuntimeError(str(outcome))
 
 
 class ModelSweep:
@@ -134,12 +170,16 @@ class ModelSweep:
         self.known_cells = known_cells
         self.asker = asker
         self.probe_of = probe_of
-        self.graded = self.failed = self.dropped = 0
+        self.graded = self.failed = self.dropped = self.unsent = 0
         self.logger = get_run_logger()
 
     async def run(self, cells: list[Cell], only_context: bool) -> None:
         size = self.runtime.config.batch_size
-        for batch in chunked(cells, size):
+        for start in range(0, len(cells), size):
+            if not only_context and self.asker.spend.exhausted():
+                self.unsent += len(cells) - start
+                break
+            batch = cells[start : start + size]
             built = await build_prompts(self.model, batch)
             for cell, reason in built.unbuildable:
                 self.logger.warning("cell %s dropped: %s", cell.label, reason)
@@ -177,12 +217,12 @@ class ModelSweep:
         for probe, probe_rows in by_probe.items():
             persist(str(self.warehouse.root), table, probe_rows, [probe, self.model])
 
-    async def _ask(self, context: Context) -> Reply | BaseException:
+    async def _ask(self, context: Context) -> Reply | BaseException | Unsent:
         request = request_for(context, self.runtime.config)
         return await self.asker.ask(self.model, context.cell, request, context.cell.label)
 
     async def _judge(
-        self, context: Context, outcome: Reply | BaseException
+        self, context: Context, outcome: Reply | BaseException | Unsent
     ) -> dict[str, Any] | None:
         """A judge model's verdict on an answer, for probes configured with a judge."""
         judge_name = getattr(self.probe_of.get(context.cell.cell_id), "judge", None)
@@ -200,6 +240,8 @@ class ModelSweep:
         reply = await self.asker.ask(
             judge_name, context.cell, request, label, f"judge:{judge_name}"
         )
+        if isinstance(reply, Unsent):
+            return {"judge_model": judge_name, "judge_error": "not judged: the budget was spent"}
         if not isinstance(reply, Reply):
             return {"judge_model": judge_name, "judge_error": str(reply)[:300]}
         verdict = parse_verdict(reply.text)
@@ -212,7 +254,13 @@ class ModelSweep:
         }
 
     async def _query_and_grade(self, contexts: list[Context]) -> None:
-        outcomes = await asyncio.gather(*(self._ask(c) for c in contexts))
+        asked = await asyncio.gather(*(self._ask(c) for c in contexts))
+        sent = [(c, o) for c, o in zip(contexts, asked, strict=True) if not isinstance(o, Unsent)]
+        self.unsent += len(contexts) - len(sent)
+        if not sent:
+            return
+        contexts = [c for c, _ in sent]
+        outcomes = [o for _, o in sent]
         pairs = zip(contexts, outcomes, strict=True)
         verdicts = await asyncio.gather(*(self._judge(c, o) for c, o in pairs))
         attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
@@ -221,6 +269,9 @@ class ModelSweep:
         for table, table_rows in batch.tables.items():
             if table != "answers":
                 self._persist(table, table_rows)
+        for row, outcome in zip(batch.tables["answers"], outcomes, strict=True):
+            if isinstance(outcome, Reply):
+                row["cost_usd"] = self.asker.spend.cost(self.model, outcome)
         self._persist("answers", batch.tables["answers"])
         rows = batch.tables["answers"]
         failed = sum(1 for row in rows if row.get("error_kind"))
@@ -318,6 +369,12 @@ async def run_sweep(
     dropped += sum(s.dropped for s in sweeps)
     graded = sum(s.graded for s in sweeps)
     failed = sum(s.failed for s in sweeps)
+    unsent = sum(s.unsent for s in sweeps)
+    spend = sweeps[0].asker.spend if sweeps else None
+    spent = {
+        "spent_tokens": spend.tokens if spend else 0,
+        "spent_usd": round(spend.usd, 6) if spend else 0.0,
+    }
     summary = {
         "run_id": run_id,
         "epoch": epoch,
@@ -327,6 +384,8 @@ async def run_sweep(
         "cells_skipped": skipped,
         "cells_graded": graded,
         "cells_failed": failed,
+        "cells_unsent": unsent,
+        **spent,
         "only_context": only_context,
     }
     store.append(
@@ -342,9 +401,14 @@ async def run_sweep(
                 cells_dropped=dropped,
                 cells_graded=graded,
                 cells_failed=failed,
+                cells_unsent=unsent,
+                note=f"budget spent: {unsent} cells left unsent" if unsent else None,
+                **spent,
             )
         ],
     )
+    if unsent:
+        logger.warning("budget spent: %d cells left unsent for a later run", unsent)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
     message = json.dumps(summary)

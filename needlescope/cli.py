@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-EXIT_OK, EXIT_CELLS_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_CELLS_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET_SPENT = 0, 1, 2, 3
 
 WarehouseOption = Annotated[
     Path | None,
@@ -106,6 +106,12 @@ def run(
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     if report and not only_context and summary["cells_graded"] + summary["cells_skipped"] > 0:
         _write_report(store.root, report_dir)
+    if summary.get("cells_unsent"):
+        raise fail(
+            f"budget spent: {summary['cells_unsent']} cells left unsent. Run the same command "
+            "again (with a larger budget) to finish the epoch.",
+            EXIT_BUDGET_SPENT,
+        )
     if summary["cells_failed"]:
         raise fail(
             f"{summary['cells_failed']} cells failed; their errors are in the failed_cells view. "
@@ -144,6 +150,73 @@ def _write_report(root: Path, out: Path) -> None:
 
     path = write_report(root, out)
     console.print(f"report: {path}")
+
+
+@app.command()
+def plan(
+    config_path: Annotated[Path, typer.Argument(help="Sweep config (YAML).")],
+    epoch: Annotated[
+        str | None, typer.Option(help="Count cells already graded in this epoch as done.")
+    ] = None,
+    warehouse: WarehouseOption = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
+) -> None:
+    """Print the cells, tokens and estimated cost a sweep would send; sends nothing."""
+    from needlescope.cells import default_epoch
+    from needlescope.config import load_config
+    from needlescope.plan import as_dicts, totals
+    from needlescope.plan import plan as plan_sweep
+    from needlescope.warehouse.store import Warehouse, default_root
+
+    try:
+        config = load_config(config_path)
+        store = Warehouse(warehouse or config.warehouse or default_root())
+        graded = store.graded_cell_ids(epoch or default_epoch(config)) if store.exists() else set()
+        rows = plan_sweep(config, graded)
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+    if output_format == "json":
+        sys.stdout.write(json.dumps({"rows": as_dicts(rows), "total": totals(rows)}) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"plan: {config.name}")
+    for column in (
+        "model",
+        "probe",
+        "cells",
+        "graded",
+        "to send",
+        "prompt tokens",
+        "answer tokens ≤",
+        "cost (USD)",
+    ):
+        table.add_column(column, justify="left" if column in ("model", "probe") else "right")
+    for row in [*rows]:
+        tokens = f"{row.prompt_tokens:,}" + ("" if row.exact else " ≈")
+        cost = "—" if row.cost_usd is None else f"{row.cost_usd:,.4f}"
+        table.add_row(
+            row.model,
+            row.probe,
+            str(row.cells),
+            str(row.already_graded),
+            str(row.to_send),
+            tokens,
+            f"{row.answer_tokens:,}",
+            cost,
+        )
+    total = totals(rows)
+    table.add_row(
+        "total",
+        "",
+        str(total["cells"]),
+        "",
+        str(total["to_send"]),
+        f"{total['prompt_tokens']:,}",
+        f"{total['answer_tokens']:,}",
+        "—" if total["cost_usd"] is None else f"{total['cost_usd']:,.4f}",
+    )
+    Console().print(table)
 
 
 @app.command()

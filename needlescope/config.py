@@ -23,7 +23,7 @@ from pydantic import (
 
 from needlescope.errors import ConfigError
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
 BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 PROVIDER_KINDS = ("local", "openai", "anthropic", "gemini")
 # Where a remote provider answers when the config gives no base_url.
@@ -48,6 +48,20 @@ class Generation(Frozen):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+class Price(Frozen):
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+    def cost(self, prompt_tokens: int | None, output_tokens: int | None) -> float | None:
+        if prompt_tokens is None and output_tokens is None:
+            return None
+        return (
+            (prompt_tokens or 0) * self.input_per_mtok + (output_tokens or 0) * self.output_per_mtok
+        ) / 1e6
+
+
 class ModelConfig(Frozen):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     provider: str
@@ -62,6 +76,12 @@ class ModelConfig(Frozen):
     threads: PositiveInt | None = None
     under_test: bool = True  # false for a model that only judges or embeds
     generation: Generation = Field(default_factory=Generation)
+    # Generation settings as a grid axis: each entry becomes a model "<name>@<label>" whose
+    # generation is this one's with the entry's fields (and `extra` keys) laid over it.
+    variants: dict[Annotated[str, Field(pattern=NAME_PATTERN)], dict[str, Any]] = Field(
+        default_factory=dict
+    )
+    price: Price | None = None
 
     @field_validator("provider")
     @classmethod
@@ -260,6 +280,13 @@ class RetryPolicy(Frozen):
     backoff_s: list[float] = Field(default=[2.0, 10.0, 30.0])
 
 
+class Budget(Frozen):
+    """A sweep stops sending when either is spent; unsent cells wait for a later run."""
+
+    usd: float | None = Field(default=None, gt=0)
+    tokens: PositiveInt | None = None
+
+
 class SweepConfig(Frozen):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     description: str = ""
@@ -272,6 +299,36 @@ class SweepConfig(Frozen):
     probes: list[ProbeConfig] = Field(min_length=1)
     fillers: dict[str, FillerSpec] = Field(default_factory=dict)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    budget: Budget | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_variants(cls, data: Any) -> Any:
+        """Each model variant becomes a model of its own, so variants are cells of their own."""
+        if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+            return data
+        models = []
+        for model in data["models"]:
+            variants = model.get("variants") if isinstance(model, dict) else None
+            if not variants or not isinstance(variants, dict):
+                models.append(model)
+                continue
+            for label, overrides in variants.items():
+                generation = dict(model.get("generation") or {})
+                overrides = dict(overrides or {})
+                extra = {**dict(generation.get("extra") or {}), **dict(overrides.pop("extra", {}))}
+                known = {k: v for k, v in overrides.items() if k in Generation.model_fields}
+                extra.update({k: v for k, v in overrides.items() if k not in known})
+                generation.update(known, extra=extra)
+                models.append(
+                    {
+                        **model,
+                        "name": f"{model.get('name')}@{label}",
+                        "variants": {},
+                        "generation": generation,
+                    }
+                )
+        return {**data, "models": models}
 
     @model_validator(mode="after")
     def _cross_checks(self) -> SweepConfig:

@@ -14,6 +14,8 @@ from needlescope.probes.recall import error_tables
 from needlescope.providers.base import Reply
 
 INTERNAL_ERROR = "internal"
+# finish reasons of a reply cut off by its token limit (OpenAI, Anthropic, Gemini spellings)
+TRUNCATED_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 ANALYSIS_TABLES = ("needle_outcomes", "hallucinations", "duplicates")
 
 
@@ -96,6 +98,7 @@ def graded_row(
         "finish_reason": reply.finish_reason,
         "latency_s": reply.latency_s,
         "model_version": reply.model_version,
+        "truncated": reply.finish_reason in TRUNCATED_REASONS,
     }
 
 

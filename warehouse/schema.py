@@ -24,6 +24,9 @@ RUNS = pa.schema(
         ("cells_dropped", pa.int64()),
         ("cells_graded", pa.int64()),
         ("cells_failed", pa.int64()),
+        ("cells_unsent", pa.int64()),  # left for a later run when the budget was spent
+        ("spent_tokens", pa.int64()),
+        ("spent_usd", pa.float64()),
         ("note", pa.string()),
     ]
 )
@@ -94,6 +97,8 @@ ANSWERS = pa.schema(
         ("error_kind", pa.string()),
         ("error", pa.string()),
         ("detail", pa.string()),  # JSON object: probe-specific grading detail
+        ("truncated", pa.bool_()),  # the reply stopped at its token limit: not a wrong answer
+        ("cost_usd", pa.float64()),  # from the model's price table, when it has one
     ]
 )
 

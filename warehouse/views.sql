@@ -10,7 +10,8 @@ SELECT s.run_id, s.epoch, s.config_name, s.at AS started_at, e.at AS ended_at,
        coalesce(e.cells_total, s.cells_total) AS cells_total,
        coalesce(e.cells_skipped, s.cells_skipped) AS cells_skipped,
        coalesce(e.cells_dropped, s.cells_dropped) AS cells_dropped,
-       e.cells_graded, e.cells_failed, coalesce(e.note, s.note) AS note
+       e.cells_graded, e.cells_failed, e.cells_unsent, e.spent_tokens, e.spent_usd,
+       coalesce(e.note, s.note) AS note
 FROM raw_runs s LEFT JOIN raw_runs e ON e.run_id = s.run_id AND e.event = 'end'
 WHERE s.event = 'start';
 
@@ -34,7 +35,11 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        a.response_kept, a.parse_ok, a.parse_error, a.accuracy, a.edit_distance, a.correct,
        a.missing, a.extra, a.wrong, a.latency_s, a.error_kind, a.error, a.attempts,
        a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
-       a.detail
+       a.detail, a.truncated, a.cost_usd,
+       -- the prompt the provider counted is off the planned length by more than the tolerance
+       (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
+        AND abs(a.prompt_tokens - c.planned_tokens)
+            > coalesce(getvariable('length_tolerance'), 0.02) * c.planned_tokens) AS length_off
 FROM answers a JOIN cells c USING (cell_id)
 QUALIFY row_number() OVER (
     PARTITION BY a.epoch, a.cell_id

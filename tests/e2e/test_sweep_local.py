@@ -88,6 +88,13 @@ def test_sweep_rerun_and_new_epoch(cli, write_config, tmp_path: Path) -> None:
         assert planned == prompt_tokens
         assert length - 3 <= planned <= length
         assert 0 < haystack < planned
+    # `needlescope plan` said beforehand what the sweep then recorded (the tokenizer is exact).
+    planned = cli("plan", str(config), "--warehouse", str(tmp_path / "none"), "--format", "json")
+    assert planned.returncode == 0, planned.stderr
+    plan_total = json.loads(planned.stdout)["total"]
+    recorded = sum(row[3] for row in results)
+    assert plan_total["to_send"] == 4
+    assert abs(plan_total["prompt_tokens"] - recorded) <= 3 * 4
     assert (tmp_path / "rep" / "report.html").is_file()
     assert (tmp_path / "rep" / "accuracy_by_length.png").is_file()
     files_after_first = answer_files(store)

@@ -178,3 +178,53 @@ def test_the_key_never_reaches_warehouse_logs_or_report(cli, write_config, tmp_p
         for path in root.rglob("*"):
             if path.is_file():
                 assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_spent_budget_stops_cleanly_and_a_later_run_finishes(
+    cli, write_config, tmp_path: Path
+) -> None:
+    wh = tmp_path / "wh"
+    priced = config_text("{url}").replace(
+        "    concurrency: 8\n",
+        "    concurrency: 1\n    price: {input_per_mtok: 1000, output_per_mtok: 1000}\n",
+    )
+    with FakeOpenAIServer(perfect_answer) as server:
+        config = write_config(
+            priced.replace("{url}", server.base_url) + "batch_size: 4\nbudget: {usd: 0.5}\n"
+        )
+        first = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "b",
+            "--no-report",
+            extra_env={"NS_FAKE_KEY": KEY},
+        )
+        assert first.returncode == 3, first.stderr[-2000:]
+        assert "budget spent" in first.stderr
+        sent_first = server.requests
+        summary = json.loads(first.stdout)
+        assert 0 < sent_first < 36
+        assert summary["cells_unsent"] == 36 - sent_first
+        assert summary["spent_usd"] >= 0.5
+        store = Warehouse(wh)
+        assert query(store, "SELECT count(*) FROM results") == [(sent_first,)]
+        assert query(store, "SELECT min(cost_usd) > 0 FROM results") == [(True,)]
+
+        roomy = config.read_text().replace("budget: {usd: 0.5}", "budget: {usd: 1000}")
+        config.write_text(roomy)
+        second = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "b",
+            "--no-report",
+            extra_env={"NS_FAKE_KEY": KEY},
+        )
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert server.requests == 36  # every cell asked exactly once across both runs
+    assert query(store, "SELECT count(*) FROM results WHERE error_kind IS NULL") == [(36,)]

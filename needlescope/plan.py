@@ -1,0 +1,76 @@
+"""`needlescope plan`: what a sweep will send — cells, tokens and cost — before sending anything."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from needlescope.cells import expand_with_probes
+from needlescope.config import SweepConfig
+from needlescope.probes import probe_module
+
+# Rough tokens per unit where a cell is not sized in tokens: English text is about 4 characters
+# a token; a goto register line about 20 tokens. Such rows are marked as estimates.
+TOKENS_PER_UNIT = {"tokens": 1.0, "chars": 0.25, "bytes": 0.25, "lines": 20.0}
+JUDGE_PROMPT_TOKENS = 600  # rubric, question, true answer and the answer being judged
+
+
+@dataclass
+class PlanRow:
+    model: str
+    probe: str
+    cells: int = 0
+    already_graded: int = 0
+    to_send: int = 0
+    prompt_tokens: int = 0
+    answer_tokens: int = 0  # the answer budgets: an upper bound
+    exact: bool = True  # prompt tokens fitted by the model's tokenizer, not estimated
+    cost_usd: float | None = None
+
+
+def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
+    """One row per model (judges included) and probe, for the cells not yet graded."""
+    rows: dict[tuple[str, str], PlanRow] = {}
+    judged: dict[str, int] = defaultdict(int)
+    for cell, probe in expand_with_probes(config).items():
+        row = rows.setdefault((cell.model, cell.probe), PlanRow(cell.model, cell.probe))
+        row.cells += 1
+        if graded and cell.cell_id in graded:
+            row.already_graded += 1
+            continue
+        row.to_send += 1
+        model = config.model(cell.model)
+        row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
+        row.exact &= cell.length_unit == "tokens"
+        row.answer_tokens += probe_module(cell.probe).answer_budget(
+            cell, model.generation.max_tokens
+        )
+        judge = getattr(probe, "judge", None)
+        if judge:
+            judged[judge] += 1
+    for judge, count in judged.items():
+        row = rows.setdefault((judge, "judge"), PlanRow(judge, "judge", exact=False))
+        row.cells = row.to_send = count
+        row.prompt_tokens = count * JUDGE_PROMPT_TOKENS
+        row.answer_tokens = count * 256
+    for (model_name, _), row in rows.items():
+        price = config.model(model_name).price
+        if price is not None:
+            row.cost_usd = price.cost(row.prompt_tokens, row.answer_tokens)
+    return list(rows.values())
+
+
+def totals(rows: list[PlanRow]) -> dict[str, Any]:
+    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    return {
+        "cells": sum(r.cells for r in rows if r.probe != "judge"),
+        "to_send": sum(r.to_send for r in rows),
+        "prompt_tokens": sum(r.prompt_tokens for r in rows),
+        "answer_tokens": sum(r.answer_tokens for r in rows),
+        "cost_usd": sum(costs) if costs else None,
+    }
+
+
+def as_dicts(rows: list[PlanRow]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
