@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import json
 import re
-import socket
-import time
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-import aiohttp
-from yarl import URL
-
-from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
+from needlescope.providers.http import HttpFailure, HttpProvider, retry_after_value
+from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.registry import register
 
 DEFAULT_MAX_TOKENS = 1024  # the API requires max_tokens; used when a request sets none
@@ -48,18 +42,10 @@ _FINISH = {"end_turn": "stop", "max_tokens": "length"}  # stop_reason → OpenAI
 _EMPTY_IS_AN_ANSWER = frozenset({"max_tokens", "refusal", "model_context_window_exceeded"})
 _CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 _UNSUPPORTED = ("seed",)  # generation settings the Messages API rejects ("Extra inputs…")
-_DETAIL_CHARS = 200
-_SECRET_WORDS = ("auth", "key", "token", "secret")
-_REASONS = (  # the cause of a connection error, as the one-line message names it
-    (socket.gaierror, "cannot resolve host"),
-    (ConnectionRefusedError, "connection refused"),
-    (ConnectionResetError, "connection reset"),
-    (aiohttp.ServerDisconnectedError, "server disconnected"),
-)
 
 
 @register("anthropic")
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """POSTs ``{base_url}/v1/messages``; every failure is a one-line ``ProviderError``.
 
     System messages go to the top-level ``system`` field; ``request.extra`` is merged into the
@@ -87,45 +73,26 @@ class AnthropicProvider:
         max_connections: int = 8,
         anthropic_version: str = "2023-06-01",
     ) -> None:
-        self.name = name
-        base_url = (base_url or "https://api.anthropic.com").rstrip("/")
-        self.base_url = base_url.removesuffix("/v1")  # "…/v1" as OpenAI-style configs write it
-        self.model = model
-        self.timeout_s = timeout_s
-        self.max_retry_after_s = max_retry_after_s
-        self.max_connections = max_connections
-        self._headers = dict(headers or {})
-        if not any(k.lower() == "anthropic-version" for k in self._headers):
-            self._headers["anthropic-version"] = anthropic_version
+        all_headers = dict(headers or {})
+        if not any(k.lower() == "anthropic-version" for k in all_headers):
+            all_headers["anthropic-version"] = anthropic_version
         if api_key:
-            self._headers = {k: v for k, v in self._headers.items() if k.lower() != "x-api-key"}
-            self._headers["x-api-key"] = api_key
-        secret = [v for k, v in self._headers.items() if any(w in k.lower() for w in _SECRET_WORDS)]
-        self._secrets = [s for s in {api_key, *secret} if s and len(s) >= 6]  # never shown
-        self._where = str(URL(self.base_url).with_user(None))
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+            all_headers = {k: v for k, v in all_headers.items() if k.lower() != "x-api-key"}
+            all_headers["x-api-key"] = api_key
+        base_url = (base_url or "https://api.anthropic.com").rstrip("/")
+        super().__init__(
+            name=name,
+            base_url=base_url.removesuffix("/v1"),  # "…/v1" as OpenAI-style configs write it
+            model=model,
+            api_key=api_key,
+            headers=all_headers,
+            timeout_s=timeout_s,
+            max_retry_after_s=max_retry_after_s,
+            max_connections=max_connections,
+        )
 
-    def __repr__(self) -> str:
-        where, cls = self._where, type(self).__name__
-        return f"{cls}(name={self.name!r}, base_url={where!r}, model={self.model!r})"
-
-    def _client(self) -> aiohttp.ClientSession:
-        # A session belongs to one event loop: a call from another loop gets a session of its own.
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                headers=self._headers,
-            )
-            self._loop = loop
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+    def _complete_url(self) -> str:
+        return f"{self.base_url}/v1/messages"
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body ``complete`` sends for ``request``."""
@@ -142,11 +109,6 @@ class AnthropicProvider:
             body["temperature"] = request.temperature
         body.update(extra)
         return body
-
-    async def complete(self, request: ChatRequest) -> Reply:
-        url = f"{self.base_url}/v1/messages"
-        status, data, latency_s = await self._send(url, self.request_body(request))
-        return self._reply(status, data, latency_s)
 
     async def count_tokens(self, text: str) -> int | None:
         """Input tokens of one user message holding ``text`` (the message framing included)."""
@@ -167,69 +129,15 @@ class AnthropicProvider:
             raise self._bad(base.BAD_RESPONSE, msg, status)
         return tokens
 
-    async def _send(self, url: str, body: dict[str, Any]) -> tuple[int, Any, float]:
-        """(status, JSON reply, latency): a 429 with a short enough retry-after is sent twice."""
-        start = time.perf_counter()
-        try:
-            status, data = await self._post(url, body)
-        except ProviderError as e:
-            wait = e.retry_after_s
-            if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
-                raise
-            await asyncio.sleep(wait)
-            start = time.perf_counter()  # latency of the request that answered, not of the wait
-            status, data = await self._post(url, body)
-        return status, data, time.perf_counter() - start
-
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
-        status = None
-        try:
-            async with self._client().post(url, json=body) as resp:
-                status = resp.status
-                raw = await resp.read()
-                if not 200 <= status < 300:
-                    raise self._http_error(status, resp.headers, raw)
-        except TimeoutError:
-            raise self._bad(
-                base.TIMEOUT, f"no reply from {self._where} within {self.timeout_s:g} s", status
-            ) from None
-        except aiohttp.ClientPayloadError:
-            raise self._bad(
-                base.BAD_RESPONSE, f"HTTP {status} from {self._where}: reply body cut short", status
-            ) from None
-        except aiohttp.ClientError as e:
-            raise self._bad(base.CONNECTION, f"cannot reach {self._where}: {_reason(e)}") from None
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            snippet = self._snippet(raw.decode(errors="replace"))
-            msg = f"HTTP {status} from {self._where}: reply is not JSON: {snippet}"
-            raise self._bad(base.BAD_RESPONSE, msg, status) from None
-
-    def _http_error(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
-        text = raw.decode(errors="replace")
+    def _classify(self, status: int, headers: Mapping[str, str], text: str) -> HttpFailure:
         detail, error_type, request_id = _detail(text)
         kind = _kind(status, error_type, detail.lower())
         request_id = headers.get("request-id") or request_id
         suffix = f" [{request_id}]" if request_id else ""
-        msg = f"HTTP {status} from {self._where}: {self._snippet(detail)}{suffix}"
         # A 429 for a spent monthly limit has the rate limit's type, but waiting does not help.
         retryable = kind in base.RETRYABLE_KINDS and "spend_limit" not in text.lower()
         wait = _retry_after(headers) if retryable else None
-        return ProviderError(kind, msg, retryable=retryable, status=status, retry_after_s=wait)
-
-    def _bad(self, kind: str, message: str, status: int | None = None) -> ProviderError:
-        return ProviderError(kind, self._scrub(message), retryable=True, status=status)
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _snippet(self, text: str) -> str:
-        text = "".join(c if c.isprintable() else " " for c in self._scrub(text)[:4000])
-        text = " ".join(text.split())
-        return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+        return HttpFailure(kind, f"{self._snippet(detail)}{suffix}", retryable, wait)
 
     def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
         content = data.get("content") if isinstance(data, dict) else None
@@ -258,10 +166,6 @@ class AnthropicProvider:
             latency_s=latency_s,
             model_version=data.get("model"),
         )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -319,25 +223,6 @@ def _detail(text: str) -> tuple[str, str | None, str | None]:
     return message, error_type, request_id
 
 
-def _reason(e: aiohttp.ClientError) -> str:
-    cause = e.os_error if isinstance(e, aiohttp.ClientConnectorError) else e
-    for error_type, reason in _REASONS:
-        if isinstance(cause, error_type):
-            return reason
-    return " ".join(str(e).split())[:_DETAIL_CHARS] or type(e).__name__
-
-
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from ``retry-after`` (seconds or an HTTP-date), or None without one."""
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_value(headers.get("retry-after"))

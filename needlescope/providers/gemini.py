@@ -53,21 +53,18 @@ Errors are one-line ``ProviderError``s whose kind the orchestrator stores and re
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import json
 import re
-import socket
-import time
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from yarl import URL
 
 from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
+from needlescope.providers.http import HttpFailure, HttpProvider, looks_secret, retry_after_value
+from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.registry import register
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -105,20 +102,12 @@ _FINISH = {
 }
 # A prompt blocked for one of these is blocked again when re-sent: retrying only costs quota.
 FINAL_BLOCKS = frozenset({"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY"})
-_DETAIL_CHARS = 200
-_SECRET_WORDS = ("auth", "key", "token", "secret")
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # google.protobuf.Duration: "7s", "0.5s"
 _RETRY_IN_RE = re.compile(r"retry in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
-_REASONS = (  # the cause of a connection error, as the one-line message names it
-    (socket.gaierror, "cannot resolve host"),
-    (ConnectionRefusedError, "connection refused"),
-    (ConnectionResetError, "connection reset"),
-    (aiohttp.ServerDisconnectedError, "server disconnected"),
-)
 
 
 @register("gemini")
-class GeminiProvider:
+class GeminiProvider(HttpProvider):
     """POSTs ``{base_url}/{api_version}/models/{model}:generateContent``; fails in one line.
 
     The only retry here: a 429 whose retry delay is at most ``max_retry_after_s`` is waited out
@@ -140,61 +129,37 @@ class GeminiProvider:
         max_connections: int = 8,
         api_version: str = "v1beta",
     ) -> None:
-        self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.timeout_s = timeout_s
-        self.max_retry_after_s = max_retry_after_s
-        self.max_connections = max_connections
         self.api_version = api_version.strip("/")
         self._resource = model if "/" in model else f"models/{model}"
-        self._headers = dict(headers or {})
+        all_headers = dict(headers or {})
         if api_key:
-            self._headers = {k: v for k, v in self._headers.items() if k.lower() != KEY_HEADER}
-            self._headers[KEY_HEADER] = api_key
-        url = URL(self.base_url)
-        secret = [v for k, v in self._headers.items() if any(w in k.lower() for w in _SECRET_WORDS)]
-        secret += [v for k, v in url.query.items() if any(w in k.lower() for w in _SECRET_WORDS)]
-        if url.password:
-            secret.append(url.password)
-        self._secrets = sorted(
-            {s for s in (api_key, *secret) if s and len(s) >= 6}, key=len, reverse=True
-        )  # never shown
-        self._where = str(url.with_user(None).with_query(None).with_fragment(None))
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+            all_headers = {k: v for k, v in all_headers.items() if k.lower() != KEY_HEADER}
+            all_headers[KEY_HEADER] = api_key
+        super().__init__(
+            name=name,
+            base_url=base_url.rstrip("/"),
+            model=model,
+            api_key=api_key,
+            headers=all_headers,
+            timeout_s=timeout_s,
+            max_retry_after_s=max_retry_after_s,
+            max_connections=max_connections,
+        )
 
-    def __repr__(self) -> str:
-        where, cls = self._where, type(self).__name__
-        return f"{cls}(name={self.name!r}, base_url={where!r}, model={self.model!r})"
+    def _where_of(self, url: URL) -> str:
+        return str(url.with_user(None).with_query(None).with_fragment(None))
+
+    def _url_secrets(self, url: URL) -> list[str]:
+        secret = [v for k, v in url.query.items() if looks_secret(k)]
+        return [*secret, url.password] if url.password else secret
 
     def _url(self, method: str) -> str:
         return f"{self.base_url}/{self.api_version}/{self._resource}:{method}"
 
-    def _client(self) -> aiohttp.ClientSession:
-        # A session belongs to one event loop: a call from another loop gets a session of its own.
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                headers=self._headers,
-            )
-            self._loop = loop
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+    def _complete_url(self) -> str:
+        return self._url("generateContent")
 
     # --- the Provider protocol -------------------------------------------------------------
-
-    async def complete(self, request: ChatRequest) -> Reply:
-        body = self._body(request)
-        url = self._url("generateContent")
-        status, data, latency_s = await self._send(url, body)
-        return self._reply(status, data, latency_s)
 
     async def count_tokens(self, text: str) -> int:
         body = {"contents": [{"role": "user", "parts": [{"text": text}]}]}
@@ -234,7 +199,7 @@ class GeminiProvider:
             out["systemInstruction"] = {"parts": system}
         return out
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
         body = self._contents(request.messages)
         generation: dict[str, Any] = {}
         if request.temperature is not None:
@@ -257,52 +222,11 @@ class GeminiProvider:
             body["generationConfig"] = generation
         return body
 
-    # --- HTTP ------------------------------------------------------------------------------
+    # --- errors ----------------------------------------------------------------------------
 
-    async def _send(self, url: str, body: dict[str, Any]) -> tuple[int, Any, float]:
-        """POST once, or twice when a 429 asks for a wait we accept; with the answer's latency."""
-        start = time.perf_counter()
-        try:
-            status, data = await self._post(url, body)
-        except ProviderError as e:
-            wait = e.retry_after_s
-            if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
-                raise
-            await asyncio.sleep(wait)
-            start = time.perf_counter()  # latency of the request that answered, not of the wait
-            status, data = await self._post(url, body)
-        return status, data, time.perf_counter() - start
-
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
-        status = None
-        try:
-            async with self._client().post(url, json=body) as resp:
-                status = resp.status
-                raw = await resp.read()
-                if not 200 <= status < 300:
-                    raise self._http_error(status, resp.headers, raw)
-        except TimeoutError:
-            raise self._bad(
-                base.TIMEOUT, f"no reply from {self._where} within {self.timeout_s:g} s", status
-            ) from None
-        except aiohttp.ClientPayloadError:
-            raise self._bad(
-                base.BAD_RESPONSE, f"HTTP {status} from {self._where}: reply body cut short", status
-            ) from None
-        except aiohttp.ClientError as e:
-            raise self._bad(base.CONNECTION, f"cannot reach {self._where}: {_reason(e)}") from None
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            snippet = self._snippet(raw.decode(errors="replace"))
-            msg = f"HTTP {status} from {self._where}: reply is not JSON: {snippet}"
-            raise self._bad(base.BAD_RESPONSE, msg, status) from None
-
-    def _http_error(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
-        text = raw.decode(errors="replace")
+    def _classify(self, status: int, headers: Mapping[str, str], text: str) -> HttpFailure:
         err = _error_object(text)
         kind = _kind(status, err, text)
-        msg = f"HTTP {status} from {self._where}: {self._snippet(_detail(err, text))}"
         retryable = kind in base.RETRYABLE_KINDS
         wait = None
         if kind == base.RATE_LIMITED:
@@ -310,20 +234,7 @@ class GeminiProvider:
                 retryable = False  # a daily quota: waiting seconds or minutes does not help
             else:
                 wait = _retry_delay(err, headers)
-        return ProviderError(kind, msg, retryable=retryable, status=status, retry_after_s=wait)
-
-    def _bad(self, kind: str, message: str, status: int | None = None) -> ProviderError:
-        return ProviderError(kind, self._scrub(message), retryable=True, status=status)
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _snippet(self, text: str) -> str:
-        text = "".join(c if c.isprintable() else " " for c in self._scrub(text)[:4000])
-        text = " ".join(text.split())
-        return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+        return HttpFailure(kind, self._snippet(_detail(err, text)), retryable, wait)
 
     # --- reply parsing ---------------------------------------------------------------------
 
@@ -385,10 +296,6 @@ def _camel(key: str) -> str:
     """``top_p`` → ``topP``; camelCase keys are returned unchanged."""
     head, *rest = key.split("_")
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _count(usage: dict[str, Any] | None, field: str) -> int | None:
@@ -477,23 +384,4 @@ def _retry_delay(err: dict[str, Any], headers: Mapping[str, str]) -> float | Non
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from a ``Retry-After`` header (seconds or an HTTP-date)."""
-    value = headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _reason(e: aiohttp.ClientError) -> str:
-    cause = e.os_error if isinstance(e, aiohttp.ClientConnectorError) else e
-    for error_type, reason in _REASONS:
-        if isinstance(cause, error_type):
-            return reason
-    return " ".join(str(e).split())[:_DETAIL_CHARS] or type(e).__name__
+    return retry_after_value(headers.get("Retry-After"))

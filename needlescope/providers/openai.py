@@ -2,39 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import json
 import re
-import socket
-import time
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-from yarl import URL
-
-from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
+from needlescope.providers.http import HttpFailure, HttpProvider, wait_until
+from needlescope.providers.http import as_dict as _dict
+from needlescope.providers.http import retry_after_value as _retry_after_value
 from needlescope.providers.registry import register
 
 # "context_length_exceeded" / "maximum context length" (OpenAI, vLLM), "exceeds the available
 # context size" (llama.cpp), "prompt is too long" (Anthropic-style proxies).
 CONTEXT_TOO_LONG_RE = re.compile(r"context[ _](length|size)|too long")
 _STATUS_KINDS = {429: base.RATE_LIMITED, 401: base.AUTH, 403: base.AUTH, 408: base.TIMEOUT}
-_DETAIL_CHARS = 200
-_SECRET_WORDS = ("auth", "key", "token", "secret")
-_REASONS = (  # the cause of a connection error, as the one-line message names it
-    (socket.gaierror, "cannot resolve host"),
-    (ConnectionRefusedError, "connection refused"),
-    (ConnectionResetError, "connection reset"),
-    (aiohttp.ServerDisconnectedError, "server disconnected"),
-)
 
 
 @register("openai")
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """POSTs ``{base_url}/chat/completions``; every failure is a one-line ``ProviderError``.
 
     The only retry here: a 429 whose Retry-After is at most ``max_retry_after_s`` is waited out
@@ -55,63 +42,34 @@ class OpenAIProvider:
         tokenize_url: str | None = None,
         apply_template_url: str | None = None,
     ) -> None:
-        self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.timeout_s = timeout_s
-        self.max_retry_after_s = max_retry_after_s
-        self.max_connections = max_connections
         self.tokenize_url = tokenize_url
         self.apply_template_url = apply_template_url
-        self._headers = dict(headers or {})
+        all_headers = dict(headers or {})
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
-        secret = [v for k, v in self._headers.items() if any(w in k.lower() for w in _SECRET_WORDS)]
-        self._secrets = [s for s in {api_key, *secret} if s and len(s) >= 6]  # never shown
-        self._where = str(URL(self.base_url).with_user(None))
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        super().__init__(
+            name=name,
+            base_url=base_url.rstrip("/"),
+            model=model,
+            api_key=api_key,
+            headers=all_headers,
+            timeout_s=timeout_s,
+            max_retry_after_s=max_retry_after_s,
+            max_connections=max_connections,
+        )
 
-    def __repr__(self) -> str:
-        where, cls = self._where, type(self).__name__
-        return f"{cls}(name={self.name!r}, base_url={where!r}, model={self.model!r})"
+    def _complete_url(self) -> str:
+        return f"{self.base_url}/chat/completions"
 
-    def _client(self) -> aiohttp.ClientSession:
-        # A session belongs to one event loop: a call from another loop gets a session of its own.
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                headers=self._headers,
-            )
-            self._loop = loop
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
-
-    async def complete(self, request: ChatRequest) -> Reply:
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body ``complete`` sends for ``request``."""
         body: dict[str, Any] = {"model": self.model, "messages": _wire(request.messages)}
         if request.max_tokens is not None and "max_completion_tokens" not in request.extra:
             body["max_tokens"] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
         body.update(request.extra)
-        url = f"{self.base_url}/chat/completions"
-        start = time.perf_counter()
-        try:
-            status, data = await self._post(url, body)
-        except ProviderError as e:
-            wait = e.retry_after_s
-            if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
-                raise
-            await asyncio.sleep(wait)
-            start = time.perf_counter()  # latency of the request that answered, not of the wait
-            status, data = await self._post(url, body)
-        return self._reply(status, data, time.perf_counter() - start)
+        return body
 
     async def count_tokens(self, text: str) -> int | None:
         if self.tokenize_url is None:
@@ -129,52 +87,12 @@ class OpenAIProvider:
         body = {"content": prompt, "add_special": True, "parse_special": True}
         return self._n_tokens(await self._post(self.tokenize_url, body))
 
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
-        status = None
-        try:
-            async with self._client().post(url, json=body) as resp:
-                status = resp.status
-                raw = await resp.read()
-                if not 200 <= status < 300:
-                    raise self._http_error(status, resp.headers, raw)
-        except TimeoutError:
-            raise self._bad(
-                base.TIMEOUT, f"no reply from {self._where} within {self.timeout_s:g} s", status
-            ) from None
-        except aiohttp.ClientPayloadError:
-            raise self._bad(
-                base.BAD_RESPONSE, f"HTTP {status} from {self._where}: reply body cut short", status
-            ) from None
-        except aiohttp.ClientError as e:
-            raise self._bad(base.CONNECTION, f"cannot reach {self._where}: {_reason(e)}") from None
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            snippet = self._snippet(raw.decode(errors="replace"))
-            msg = f"HTTP {status} from {self._where}: reply is not JSON: {snippet}"
-            raise self._bad(base.BAD_RESPONSE, msg, status) from None
-
-    def _http_error(self, status: int, headers: Mapping[str, str], raw: bytes) -> ProviderError:
-        text = raw.decode(errors="replace")
+    def _classify(self, status: int, headers: Mapping[str, str], text: str) -> HttpFailure:
         kind = _kind(status, text.lower())
-        msg = f"HTTP {status} from {self._where}: {self._snippet(_detail(text))}"
         # OpenAI's "out of credit" is a 429 too, but waiting does not help.
         retryable = kind in base.RETRYABLE_KINDS and "insufficient_quota" not in text
         wait = _retry_after(headers) if kind == base.RATE_LIMITED and retryable else None
-        return ProviderError(kind, msg, retryable=retryable, status=status, retry_after_s=wait)
-
-    def _bad(self, kind: str, message: str, status: int | None = None) -> ProviderError:
-        return ProviderError(kind, self._scrub(message), retryable=True, status=status)
-
-    def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _snippet(self, text: str) -> str:
-        text = "".join(c if c.isprintable() else " " for c in self._scrub(text)[:4000])
-        text = " ".join(text.split())
-        return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+        return HttpFailure(kind, self._snippet(_detail(text)), retryable, wait)
 
     def _n_tokens(self, reply: tuple[int, Any]) -> int:
         tokens = _dict(reply[1]).get("tokens")
@@ -206,10 +124,6 @@ class OpenAIProvider:
         )
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _wire(messages: tuple[Message, ...]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
@@ -238,23 +152,12 @@ def _detail(text: str) -> str:
     return str(err)
 
 
-def _reason(e: aiohttp.ClientError) -> str:
-    cause = e.os_error if isinstance(e, aiohttp.ClientConnectorError) else e
-    for error_type, reason in _REASONS:
-        if isinstance(cause, error_type):
-            return reason
-    return " ".join(str(e).split())[:_DETAIL_CHARS] or type(e).__name__
-
-
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP-date)."""
     ms, value = headers.get("retry-after-ms"), headers.get("Retry-After")
+    if not ms:
+        return _retry_after_value(value)
     try:
-        return max(0.0, float(ms) / 1000 if ms else float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+        return max(0.0, float(ms) / 1000)
+    except ValueError:  # an unreadable retry-after-ms: only an HTTP-date Retry-After counts
+        return wait_until(value)
