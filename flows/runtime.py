@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from needlescope.providers.base import CONNECTION, Message, Provider
 from needlescope.providers.registry import create_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
+CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
 CONTEXT_MARGIN = 16
 
@@ -76,6 +78,7 @@ class SweepRuntime:
     config: SweepConfig
     providers: dict[str, Provider] = field(default_factory=dict)
     probe_of: dict[str, Any] = field(default_factory=dict)  # cell id -> its probe config
+    estimated: set[str] = field(default_factory=set)  # models whose token lengths are estimates
     stack: contextlib.AsyncExitStack | None = None
     _fillers: dict[str, Filler] = field(default_factory=dict)
     _rubrics: dict[str, str] = field(default_factory=dict)
@@ -123,14 +126,21 @@ class SweepRuntime:
         async def by_tokens(text: str) -> int:
             count = await provider.count_prompt_tokens((Message("user", text),))
             if count is None:
-                if unit != "tokens":  # a probe that sizes itself: its length is only reported
-                    return measure_text(text, "chars")
-                raise LengthError(
-                    f"model {model} has no tokenizer: use length_unit bytes or chars for it"
-                )
+                # No tokenizer behind this provider: estimate, and say so in cells.length_basis.
+                self.estimated.add(model)
+                return math.ceil(len(text) / CHARS_PER_TOKEN)
             return count
 
         return by_tokens
+
+    def length_basis(self, model: str, context: Context) -> str:
+        """How the cell's length was measured, as the cells table states it."""
+        unit = context.cell.length_unit
+        if unit in ("chars", "bytes"):
+            return unit
+        if model in self.estimated:
+            return f"estimated: {CHARS_PER_TOKEN} characters a token (no tokenizer)"
+        return "tokenizer"
 
     async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
         max_tokens = self.config.model(model).generation.max_tokens

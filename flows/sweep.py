@@ -203,6 +203,7 @@ class ModelSweep:
                     haystack_length=await self.runtime.haystack_length(self.model, context),
                     planned_tokens=await self.runtime.planned_tokens(self.model, context),
                     keep_prompt=keep_prompt,
+                    length_basis=self.runtime.length_basis(self.model, context),
                 )
             )
         if rows:

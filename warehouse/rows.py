@@ -30,6 +30,7 @@ def cell_row(
     haystack_length: int | None,
     planned_tokens: int | None,
     keep_prompt: bool,
+    length_basis: str | None = None,
 ) -> dict[str, Any]:
     cell = context.cell
     rendered = context.rendered
@@ -64,6 +65,7 @@ def cell_row(
         "needle_offsets": _json(list(rendered.offsets)),
         "prompt_text": context.prompt_text if keep_prompt else None,
         "facts": _json(dict(rendered.facts)),
+        "length_basis": length_basis,
     }
 
 

@@ -228,3 +228,28 @@ def test_a_spent_budget_stops_cleanly_and_a_later_run_finishes(
         assert second.returncode == 0, second.stderr[-2000:]
         assert server.requests == 36  # every cell asked exactly once across both runs
     assert query(store, "SELECT count(*) FROM results WHERE error_kind IS NULL") == [(36,)]
+
+
+def test_token_lengths_without_a_tokenizer_are_estimated_and_say_so(
+    cli, write_config, tmp_path: Path
+) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(perfect_answer) as server:
+        config = write_config(
+            config_text(server.base_url).replace("length_unit: chars", "length_unit: tokens")
+        )
+        done = cli("run", str(config), "-w", str(wh), "--no-report", extra_env={"NS_FAKE_KEY": KEY})
+        assert done.returncode == 0, done.stderr[-2000:]
+    store = Warehouse(wh)
+    rows = query(
+        store,
+        "SELECT DISTINCT c.length_basis FROM cells c",
+    )
+    assert rows == [("estimated: 4 characters a token (no tokenizer)",)]
+    # Estimated at 4 characters a token, the prompt of a 400-token cell is about 1,600 chars.
+    lengths = query(
+        store, "SELECT length, min(prompt_length), max(prompt_length) FROM cells GROUP BY length"
+    )
+    for length, low, high in lengths:
+        assert length - 3 <= low <= high <= length
+    assert query(store, "SELECT count(*) FROM results WHERE error_kind IS NULL") == [(36,)]
