@@ -1,13 +1,11 @@
 """A fake Anthropic Messages API: scriptable replies, injectable faults, request counts.
 
-``async with FakeAnthropicServer() as srv`` runs it on the current event loop; ``with
-FakeAnthropicServer() as srv`` runs it on its own loop in a background thread (for sync tests).
-Either way it listens on 127.0.0.1 on a free port; ``srv.base_url`` is the host root (the
-client appends ``/v1/messages``). It serves ``POST /v1/messages`` and
-``POST /v1/messages/count_tokens`` in Anthropic's wire format: the ``anthropic-version`` header
-is required, ``x-api-key`` is checked when ``api_key`` is set, unknown body fields are refused
-as the real API refuses them, every reply carries a ``request-id`` header and errors come in
-the ``{"type": "error", "error": {"type", "message"}, "request_id"}`` envelope.
+It serves ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` in Anthropic's wire
+format; ``srv.base_url`` is the host root (the client appends ``/v1/messages``). The
+``anthropic-version`` header is required, ``x-api-key`` is checked when ``api_key`` is set,
+unknown body fields are refused as the real API refuses them, every reply carries a
+``request-id`` header and errors come in the ``{"type": "error", "error": {"type", "message"},
+"request_id"}`` envelope.
 
 A request that enables thinking gets a ``thinking`` block (with a ``signature``) before its
 ``text`` block, and is held to the API's thinking rules (budget_tokens ≥ 1024 and below
@@ -16,28 +14,32 @@ max_tokens, no temperature but 1).
 Tokens are counted as words: a message costs its words + 3, the system prompt its words + 3,
 so ``count_tokens`` and a reply's ``usage.input_tokens`` agree for the same prompt.
 
-Faults come from ``script`` (one entry per request in arrival order, ``None`` = answer normally)
-and, once the script is used up, from ``rates`` ({fault kind: probability}). A rate draw is
-seeded by (seed, request body, how often that body was seen), so a sweep sees the same faults
-whatever order its concurrent requests arrive in, and a retried request gets a fresh draw.
-Script and rates apply to both endpoints.
+How it runs (``async with`` or ``with``) and where its faults come from (``script``, then
+``rates``) is ``tests.support.fake_server``'s; script and rates apply to both endpoints.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import inspect
 import json
-import random
-import threading
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
+
+from tests.support.fake_server import (
+    GARBAGE,
+    RESET,
+    SLOW,
+    TRUNCATED,
+    UNAUTHORIZED,  # 401 authentication_error (also sent for a wrong/missing key)
+    FakeServer,
+    FaultBase,
+    Responder,
+    default_responder,
+)
 
 RATE_LIMIT = "rate_limit"  # 429 rate_limit_error with retry-after
 SPEND_LIMIT = "spend_limit"  # 429 rate_limit_error for a spent monthly limit: no retry-after
@@ -45,12 +47,7 @@ OVERLOADED = "overloaded"  # 529 overloaded_error
 SERVER_ERROR = "server_error"  # 500 api_error
 PROMPT_TOO_LONG = "prompt_too_long"  # 400 invalid_request_error "prompt is too long: …"
 TOO_LARGE = "too_large"  # 413 request_too_large
-UNAUTHORIZED = "unauthorized"  # 401 authentication_error (also sent for a wrong/missing key)
 FORBIDDEN = "forbidden"  # 403 permission_error
-SLOW = "slow"  # waits delay_s, then answers normally
-RESET = "reset"  # drops the connection without answering
-TRUNCATED = "truncated"  # a 200 whose body stops half way
-GARBAGE = "garbage"  # a 200 whose body is not JSON
 EMPTY_CONTENT = "empty_content"  # a valid message with "content": [] and stop_reason end_turn
 FAULT_KINDS = frozenset(
     {
@@ -98,25 +95,18 @@ COUNT_FIELDS = frozenset(
 )
 THINKING_TEXT = "Let me look for the answer in the text before replying."
 
-Responder = Callable[[dict[str, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+REQUEST_ID = web.RequestKey("request_id", str)
+COUNTING = web.RequestKey("counting", bool)  # a count_tokens request
 
 
 @dataclass(frozen=True)
-class Fault:
+class Fault(FaultBase):
+    kinds = FAULT_KINDS
+
     kind: str
     retry_after: str | None = "1"  # retry-after header of a rate_limit; None sends none
     delay_s: float = 1.0  # how long a slow reply waits
     message: str | None = None  # replaces the error message of an error fault
-
-    def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(
-                f"unknown fault {self.kind!r}; known: {', '.join(sorted(FAULT_KINDS))}"
-            )
-
-
-def default_responder(body: dict[str, Any]) -> str:
-    return "ok"
 
 
 def _words(text: str | None) -> int:
@@ -143,7 +133,11 @@ def count_input_tokens(body: dict[str, Any]) -> int:
     return tokens
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(FakeServer[Fault]):
+    name = "Anthropic"
+    fault_type = Fault
+    last_headers: CIMultiDict[str] | None  # case-insensitive keys
+
     def __init__(
         self,
         responder: Responder = default_responder,
@@ -156,222 +150,95 @@ class FakeAnthropicServer:
         api_key: str | None = None,
         context_window: int = 200_000,
     ) -> None:
-        self.responder = responder
-        self.script: deque[Fault | None] = deque(self._fault(f) for f in script)
-        self.rates = {Fault(k).kind: p for k, p in (rates or {}).items()}
-        self.seed = seed
-        self.delay_s = delay_s  # added to every request
+        super().__init__(
+            responder, script=script, rates=rates, seed=seed, delay_s=delay_s, api_key=api_key
+        )
         self.model = model
-        self.api_key = api_key
         self.context_window = context_window  # a longer prompt gets the real "prompt is too long"
-        self.requests = 0  # both endpoints
-        self.message_requests = 0
+        self.message_requests = 0  # requests counts both endpoints
         self.count_requests = 0
-        self.fault_counts: Counter[str] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.last_body: dict[str, Any] | None = None
-        self.last_headers: CIMultiDict[str] | None = None  # case-insensitive keys
         self.last_path: str | None = None
-        self.port = 0
-        self._seen: Counter[bytes] = Counter()
-        self._runner: web.AppRunner | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.url  # Anthropic's base URL is the host root: https://api.anthropic.com
-
-    @staticmethod
-    def _fault(f: str | Fault | None) -> Fault | None:
-        return Fault(f) if isinstance(f, str) else f
-
-    def add_faults(self, *faults: str | Fault | None) -> None:
-        """Queue faults for the next requests (thread-safe enough: deque appends are atomic)."""
-        self.script.extend(self._fault(f) for f in faults)
 
     def reset_counts(self) -> None:
-        self.requests, self.message_requests, self.count_requests = 0, 0, 0
-        self.max_in_flight = 0
-        self.fault_counts.clear()
+        super().reset_counts()
+        self.message_requests, self.count_requests = 0, 0
 
-    # --- lifecycle -------------------------------------------------------------------------
+    def _add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/messages", self._handle)
+        router.add_post("/v1/messages/count_tokens", self._handle, name="count_tokens")
 
-    async def start(self) -> FakeAnthropicServer:
-        app = web.Application(client_max_size=64 * 1024**2)
-        app.router.add_post("/v1/messages", self._messages)
-        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.1
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
+    def _route(self, request: web.Request) -> None:
+        request[COUNTING] = request.match_info.route.name == "count_tokens"
+        if request[COUNTING]:
+            self.count_requests += 1
+        else:
+            self.message_requests += 1
+        super()._route(request)
+        request[REQUEST_ID] = f"req_fake{self.requests:016d}"
 
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+    def _headers(self, request: web.Request) -> dict[str, str]:
+        return {"request-id": request[REQUEST_ID]}
 
-    async def __aenter__(self) -> FakeAnthropicServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def start_in_thread(self) -> FakeAnthropicServer:
-        started = threading.Event()
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.start())
-            started.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.close())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-anthropic-server", daemon=True)
-        self._thread.start()
-        if not started.wait(10):
-            raise RuntimeError("fake Anthropic server did not start within 10 s")
-        return self
-
-    def stop_thread(self) -> None:
-        if self._thread is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> FakeAnthropicServer:
-        return self.start_in_thread()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_thread()
-
-    # --- request handling ------------------------------------------------------------------
-
-    def _pick(self, raw: bytes) -> Fault | None:
-        if self.script:
-            return self.script.popleft()
-        if not self.rates:
-            return None
-        digest = hashlib.blake2b(raw, digest_size=8).digest()
-        nth = self._seen[digest]
-        self._seen[digest] += 1
-        u = random.Random(f"{self.seed}:{digest.hex()}:{nth}").random()
-        for kind, p in self.rates.items():
-            if u < p:
-                return Fault(kind)
-            u -= p
-        return None
-
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
-        self.message_requests += 1
-        return await self._handle(request, counting=False)
-
-    async def _count_tokens(self, request: web.Request) -> web.StreamResponse:
-        self.count_requests += 1
-        return await self._handle(request, counting=True)
-
-    async def _handle(self, request: web.Request, *, counting: bool) -> web.StreamResponse:
-        self.requests += 1
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        request_id = f"req_fake{self.requests:016d}"
-        try:
-            resp = await self._answer(request, request_id, counting=counting)
-        finally:
-            self.in_flight -= 1
-        if not resp.prepared:
-            resp.headers["request-id"] = request_id
-        return resp
-
-    async def _answer(
-        self, request: web.Request, request_id: str, *, counting: bool
-    ) -> web.StreamResponse:
-        raw = await request.read()
+    def _record(self, request: web.Request) -> None:
         self.last_headers = CIMultiDict(request.headers)
         self.last_path = request.path
 
-        def error(status: int, type_: str, message: str, **kw: Any) -> web.Response:
-            return _error(status, type_, message, request_id, **kw)
-
+    def _parse(self, request: web.Request, raw: bytes) -> dict[str, Any] | web.StreamResponse:
         if "anthropic-version" not in request.headers:
-            return error(400, "invalid_request_error", "anthropic-version: header is required")
+            return _error(
+                request, 400, "invalid_request_error", "anthropic-version: header is required"
+            )
         try:
             body = json.loads(raw)
         except ValueError:
-            return error(400, "invalid_request_error", "There was an error parsing the body.")
-        problem = _invalid(body, counting)
-        if problem is not None:
-            return error(400, "invalid_request_error", problem)
-        self.last_body = body
-        fault = self._pick(raw)
-        if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
-            fault = Fault(UNAUTHORIZED)
-        if fault is not None:
-            self.fault_counts[fault.kind] += 1
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        kind = fault.kind if fault else None
-        if fault is not None and kind in _ERRORS:
-            status, type_, message = _ERRORS[fault.kind]
-            if kind == PROMPT_TOO_LONG:
-                message = message.format(n=count_input_tokens(body), max=self.context_window)
-            headers, details = {}, None
-            if kind == RATE_LIMIT:
-                headers = {
-                    "anthropic-ratelimit-requests-limit": "50",
-                    "anthropic-ratelimit-requests-remaining": "0",
-                }
-                if fault.retry_after is not None:
-                    headers["retry-after"] = fault.retry_after
-            if kind == SPEND_LIMIT:
-                details = {"error_code": "enforced_spend_limit_reached"}
-            return error(status, type_, fault.message or message, headers=headers, details=details)
-        if kind == SLOW:
-            await asyncio.sleep(fault.delay_s)  # type: ignore[union-attr]
-        if kind == RESET:
-            assert request.transport is not None
-            request.transport.abort()
-            return web.Response()
-        if kind == GARBAGE:
-            return web.Response(
-                body=b"<html>\x00upstream sent garbage{", content_type="application/json"
+            return _error(
+                request, 400, "invalid_request_error", "There was an error parsing the body."
             )
+        problem = _invalid(body, request[COUNTING])
+        if problem is not None:
+            return _error(request, 400, "invalid_request_error", problem)
+        return body
+
+    def _key(self, request: web.Request) -> str | None:
+        return request.headers.get("x-api-key")
+
+    def _fault_response(
+        self, request: web.Request, body: dict[str, Any], fault: Fault
+    ) -> web.StreamResponse | None:
+        kind = fault.kind
+        if kind not in _ERRORS:
+            return None
+        status, type_, message = _ERRORS[kind]
+        if kind == PROMPT_TOO_LONG:
+            message = message.format(n=count_input_tokens(body), max=self.context_window)
+        headers, details = {}, None
+        if kind == RATE_LIMIT:
+            headers = {
+                "anthropic-ratelimit-requests-limit": "50",
+                "anthropic-ratelimit-requests-remaining": "0",
+            }
+            if fault.retry_after is not None:
+                headers["retry-after"] = fault.retry_after
+        if kind == SPEND_LIMIT:
+            details = {"error_code": "enforced_spend_limit_reached"}
+        message = fault.message or message
+        return _error(request, status, type_, message, headers=headers, details=details)
+
+    async def _payload(
+        self, request: web.Request, body: dict[str, Any], fault: Fault | None
+    ) -> dict[str, Any] | web.StreamResponse:
         input_tokens = count_input_tokens(body)
         if input_tokens > self.context_window:
             message = f"prompt is too long: {input_tokens} tokens > {self.context_window} maximum"
-            return error(400, "invalid_request_error", message)
-        if counting:
-            payload: dict[str, Any] = {"input_tokens": input_tokens}
-        else:
-            reply = self.responder(body)
-            if inspect.isawaitable(reply):
-                reply = await reply
-            payload = reply if isinstance(reply, dict) else self.message(body, reply)
-            if kind == EMPTY_CONTENT:
-                payload["content"], payload["stop_reason"] = [], "end_turn"
-                payload["usage"]["output_tokens"] = 0
-        if kind == TRUNCATED:
-            data = json.dumps(payload).encode()
-            resp = web.StreamResponse(
-                headers={"Content-Type": "application/json", "request-id": request_id}
-            )
-            resp.content_length = len(data)
-            await resp.prepare(request)
-            await resp.write(data[: len(data) // 2])
-            assert request.transport is not None
-            request.transport.close()
-            return resp
-        return web.json_response(payload)
+            return _error(request, 400, "invalid_request_error", message)
+        if request[COUNTING]:
+            return {"input_tokens": input_tokens}
+        reply = await self._reply(body)
+        payload = reply if isinstance(reply, dict) else self.message(body, reply)
+        if fault is not None and fault.kind == EMPTY_CONTENT:
+            payload["content"], payload["stop_reason"] = [], "end_turn"
+            payload["usage"]["output_tokens"] = 0
+        return payload
 
     def message(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         """The Message object Anthropic sends for ``text``; tokens are counted as words.
@@ -496,15 +363,15 @@ def _invalid(body: Any, counting: bool) -> str | None:
 
 
 def _error(
+    request: web.Request,
     status: int,
     type_: str,
     message: str,
-    request_id: str,
     headers: dict[str, str] | None = None,
     details: dict[str, Any] | None = None,
 ) -> web.Response:
     error: dict[str, Any] = {"type": type_, "message": message}
     if details is not None:
         error["details"] = details
-    payload = {"type": "error", "error": error, "request_id": request_id}
+    payload = {"type": "error", "error": error, "request_id": request[REQUEST_ID]}
     return web.json_response(payload, status=status, headers=headers)

@@ -1,11 +1,8 @@
 """A fake Gemini API (generateContent, countTokens): scriptable replies, faults, request counts.
 
-``async with FakeGeminiServer() as srv`` runs it on the current event loop; ``with
-FakeGeminiServer() as srv`` runs it on its own loop in a background thread (for sync tests).
-Either way it listens on 127.0.0.1 on a free port; ``srv.base_url`` is what a client's
-``base_url`` takes (the API version and ``models/…:generateContent`` follow it).
-
-It speaks Gemini's wire format: ``contents``/``systemInstruction``/``generationConfig`` in,
+``srv.base_url`` is what a client's ``base_url`` takes (the API version and
+``models/…:generateContent`` follow it). It speaks Gemini's wire format:
+``contents``/``systemInstruction``/``generationConfig`` in,
 ``candidates``/``usageMetadata``/``modelVersion`` out, Google's error envelope
 ``{"error": {"code", "message", "status", "details"}}`` on failure, a ``RetryInfo`` detail
 on a 429, unknown fields refused with 400 as the real API does. Tokens are counted as
@@ -14,26 +11,30 @@ Thinking: a request's ``thinkingConfig.thinkingBudget`` (or, without one, the se
 ``thinking_tokens``) is what the model "thinks"; thoughts count against ``maxOutputTokens``
 as they do on Gemini 2.5, and ``includeThoughts`` adds a thought-summary part.
 
-Faults come from ``script`` (one entry per request, both endpoints, in arrival order; ``None``
-= answer normally) and, once the script is used up, from ``rates`` ({fault kind: probability}).
-A rate draw is seeded by (seed, request body, how often that body was seen), so a sweep sees
-the same faults whatever order its concurrent requests arrive in, and a retry a fresh draw.
+How it runs (``async with`` or ``with``) and where its faults come from (``script``, then
+``rates``) is ``tests.support.fake_server``'s; script and rates apply to both methods.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import inspect
 import json
-import random
-import threading
-from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
+
+from tests.support.fake_server import (
+    GARBAGE,
+    RESET,
+    SLOW,
+    TRUNCATED,
+    UNAUTHORIZED,  # 401 UNAUTHENTICATED (also sent when api_key is set and differs)
+    FakeServer,
+    FaultBase,
+    Responder,
+    default_responder,
+)
 
 RATE_LIMIT = "rate_limit"  # 429 RESOURCE_EXHAUSTED, per-minute quota, RetryInfo retryDelay
 DAILY_QUOTA = "daily_quota"  # 429 RESOURCE_EXHAUSTED naming a per-day quota
@@ -41,14 +42,9 @@ SERVER_ERROR = "server_error"  # 500 INTERNAL
 UNAVAILABLE = "unavailable"  # 503 UNAVAILABLE ("The model is overloaded")
 DEADLINE = "deadline"  # 504 DEADLINE_EXCEEDED
 CONTEXT_LENGTH = "context_length"  # 400 INVALID_ARGUMENT "The input token count … exceeds …"
-UNAUTHORIZED = "unauthorized"  # 401 UNAUTHENTICATED (also sent when api_key is set and differs)
 KEY_INVALID = "key_invalid"  # 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID (a wrong key)
 FORBIDDEN = "forbidden"  # 403 PERMISSION_DENIED
 BLOCKED = "blocked"  # 200 with promptFeedback.blockReason and no candidates
-SLOW = "slow"  # waits delay_s, then answers normally
-RESET = "reset"  # drops the connection without answering
-TRUNCATED = "truncated"  # a 200 whose body stops half way
-GARBAGE = "garbage"  # a 200 whose body is not JSON
 FAULT_KINDS = frozenset(
     {
         RATE_LIMIT,
@@ -103,30 +99,20 @@ DAILY_QUOTA_ID = "GenerateRequestsPerDayPerProjectPerModel-FreeTier"
 MINUTE_QUOTA_ID = "GenerateRequestsPerMinutePerProjectPerModel"
 API_VERSIONS = ("v1beta", "v1", "v1alpha")
 
-Responder = Callable[[dict[str, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
-
 
 @dataclass(frozen=True)
-class Fault:
+class Fault(FaultBase):
+    kinds = FAULT_KINDS
+
     kind: str
     retry_delay: str | None = "1s"  # RetryInfo.retryDelay of a rate_limit; None sends none
     retry_after: str | None = None  # Retry-After header of a rate_limit (Gemini sends none)
     delay_s: float = 1.0  # how long a slow reply waits
     block_reason: str = "SAFETY"  # promptFeedback.blockReason of a blocked prompt
 
-    def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(
-                f"unknown fault {self.kind!r}; known: {', '.join(sorted(FAULT_KINDS))}"
-            )
-
 
 class BadRequest(Exception):
     """A request the real API refuses with 400 INVALID_ARGUMENT; the message is Google's."""
-
-
-def default_responder(body: dict[str, Any]) -> str:
-    return "ok"
 
 
 def _words(text: Any) -> int:
@@ -146,7 +132,10 @@ def prompt_tokens(request: Mapping[str, Any]) -> int:
     )
 
 
-class FakeGeminiServer:
+class FakeGeminiServer(FakeServer[Fault]):
+    name = "Gemini"
+    fault_type = Fault
+
     def __init__(
         self,
         responder: Responder = default_responder,
@@ -161,240 +150,108 @@ class FakeGeminiServer:
         thinking_tokens: int = 0,
         max_input_tokens: int | None = None,
     ) -> None:
-        self.responder = responder
-        self.script: deque[Fault | None] = deque(self._fault(f) for f in script)
-        self.rates = {Fault(k).kind: p for k, p in (rates or {}).items()}
-        self.seed = seed
-        self.delay_s = delay_s  # added to every request
+        super().__init__(
+            responder, script=script, rates=rates, seed=seed, delay_s=delay_s, api_key=api_key
+        )
         self.models = set(models) if models is not None else None  # None: any model exists
         self.model_version = model_version  # modelVersion sent; None: the model id asked for
-        self.api_key = api_key
         self.thinking_tokens = thinking_tokens  # thoughts of a request that sets no budget
         self.max_input_tokens = max_input_tokens  # longer prompts get the real 400
-        self.requests = 0  # generateContent requests
-        self.count_requests = 0  # countTokens requests
-        self.fault_counts: Counter[str] = Counter()
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.last_body: dict[str, Any] | None = None  # of the last generateContent
-        self.last_count_body: dict[str, Any] | None = None  # of the last countTokens
-        self.last_headers: dict[str, str] | None = None
+        self.count_requests = 0  # countTokens requests; requests counts generateContent ones
+        self.last_count_body: dict[str, Any] | None = None  # last_body is generateContent's
         self.last_path: str | None = None
-        self.port = 0
-        self._seen: Counter[bytes] = Counter()
-        self._runner: web.AppRunner | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.url
-
-    @staticmethod
-    def _fault(f: str | Fault | None) -> Fault | None:
-        return Fault(f) if isinstance(f, str) else f
-
-    def add_faults(self, *faults: str | Fault | None) -> None:
-        """Queue faults for the next requests (thread-safe enough: deque appends are atomic)."""
-        self.script.extend(self._fault(f) for f in faults)
 
     def reset_counts(self) -> None:
-        self.requests, self.count_requests, self.max_in_flight = 0, 0, 0
-        self.fault_counts.clear()
+        super().reset_counts()
+        self.count_requests = 0
 
-    # --- lifecycle -------------------------------------------------------------------------
+    def _add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/{version}/{collection}/{target}", self._handle)
 
-    async def start(self) -> FakeGeminiServer:
-        app = web.Application(client_max_size=64 * 1024**2)
-        app.router.add_post("/{version}/{collection}/{target}", self._handle)
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=0.1
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeGeminiServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def start_in_thread(self) -> FakeGeminiServer:
-        started = threading.Event()
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self.start())
-            started.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.close())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, name="fake-gemini-server", daemon=True)
-        self._thread.start()
-        if not started.wait(10):
-            raise RuntimeError("fake Gemini server did not start within 10 s")
-        return self
-
-    def stop_thread(self) -> None:
-        if self._thread is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> FakeGeminiServer:
-        return self.start_in_thread()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_thread()
-
-    # --- request handling ------------------------------------------------------------------
-
-    def _pick(self, raw: bytes) -> Fault | None:
-        if self.script:
-            return self.script.popleft()
-        if not self.rates:
-            return None
-        digest = hashlib.blake2b(raw, digest_size=8).digest()
-        nth = self._seen[digest]
-        self._seen[digest] += 1
-        u = random.Random(f"{self.seed}:{digest.hex()}:{nth}").random()
-        for kind, p in self.rates.items():
-            if u < p:
-                return Fault(kind)
-            u -= p
-        return None
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            return await self._answer(request)
-        finally:
-            self.in_flight -= 1
-
-    async def _answer(self, request: web.Request) -> web.StreamResponse:
-        version = request.match_info["version"]
-        collection = request.match_info["collection"]
-        model, _, method = request.match_info["target"].rpartition(":")
-        resource = f"{collection}/{model}"
-        if version not in API_VERSIONS or collection not in ("models", "tunedModels") or not model:
+    def _route(self, request: web.Request) -> web.StreamResponse | None:
+        target = _Target.of(request)
+        if (
+            target.version not in API_VERSIONS
+            or target.collection not in ("models", "tunedModels")
+            or not target.model
+        ):
             return web.Response(status=404, text="<html><body>Error 404 (Not Found)</body></html>")
-        if method not in ("generateContent", "countTokens"):
-            return _error(404, f"Method not found: {method}.", "NOT_FOUND")
-        counting = method == "countTokens"
-        if counting:
+        if target.method not in ("generateContent", "countTokens"):
+            return _error(404, f"Method not found: {target.method}.", "NOT_FOUND")
+        if target.counting:
             self.count_requests += 1
         else:
             self.requests += 1
-        raw = await request.read()
-        self.last_headers = dict(request.headers)
+        return None
+
+    def _record(self, request: web.Request) -> None:
+        super()._record(request)
         self.last_path = request.path_qs
+
+    def _parse(self, request: web.Request, raw: bytes) -> dict[str, Any] | web.StreamResponse:
         try:
             body = json.loads(raw)
         except ValueError:
-            return _error(400, "Invalid JSON payload received.", "INVALID_ARGUMENT")
+            body = None
         if not isinstance(body, dict):
             return _error(400, "Invalid JSON payload received.", "INVALID_ARGUMENT")
-        if counting:
+        return body
+
+    def _keep(self, request: web.Request, body: dict[str, Any]) -> None:
+        if _Target.of(request).counting:
             self.last_count_body = body
         else:
             self.last_body = body
-        fault = self._pick(raw)
-        key = request.headers.get("x-goog-api-key", "")
-        if self.api_key is not None and key != self.api_key:
-            fault = Fault(UNAUTHORIZED)
-        if fault is not None:
-            self.fault_counts[fault.kind] += 1
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        kind = fault.kind if fault else None
-        if kind in (RATE_LIMIT, DAILY_QUOTA):
-            assert fault is not None
-            return _rate_limited(model, fault)
-        if kind == SERVER_ERROR:
-            return _error(500, "An internal error has occurred. Please retry.", "INTERNAL")
-        if kind == UNAVAILABLE:
-            return _error(503, "The model is overloaded. Please try again later.", "UNAVAILABLE")
-        if kind == DEADLINE:
-            return _error(
-                504, "Deadline expired before operation could complete.", "DEADLINE_EXCEEDED"
-            )
-        if kind == CONTEXT_LENGTH:
+
+    def _key(self, request: web.Request) -> str:
+        return request.headers.get("x-goog-api-key", "")
+
+    def _fault_response(
+        self, request: web.Request, body: dict[str, Any], fault: Fault
+    ) -> web.StreamResponse | None:
+        if fault.kind in (RATE_LIMIT, DAILY_QUOTA):
+            return _rate_limited(_Target.of(request).model, fault)
+        if fault.kind == CONTEXT_LENGTH:
             return _too_long(2_000_000, 1_048_576)
-        if kind == UNAUTHORIZED:  # echoes the key unmasked, so clients must scrub it themselves
+        if fault.kind == UNAUTHORIZED:  # echoes the key unmasked, so clients must scrub it
             return _error(
                 401,
-                f"Request had invalid authentication credentials ({key or 'none'}). "
+                f"Request had invalid authentication credentials ({self._key(request) or 'none'}). "
                 "Expected OAuth 2 access token, login cookie or other valid authentication "
                 "credential.",
                 "UNAUTHENTICATED",
             )
-        if kind == KEY_INVALID:
+        if fault.kind == KEY_INVALID:
             return _error(
                 400,
                 "API key not valid. Please pass a valid API key.",
                 "INVALID_ARGUMENT",
                 [_info("API_KEY_INVALID")],
             )
-        if kind == FORBIDDEN:
-            return _error(
-                403,
-                "Method doesn't allow unregistered callers (callers without established "
-                "identity). Please use API Key or other form of API consumer identity to call "
-                "this API.",
-                "PERMISSION_DENIED",
-            )
-        if kind == SLOW:
-            assert fault is not None
-            await asyncio.sleep(fault.delay_s)
-        if kind == RESET:
-            assert request.transport is not None
-            request.transport.abort()
-            return web.Response()
-        if kind == GARBAGE:
-            return web.Response(
-                body=b"<html>\x00upstream sent garbage{", content_type="application/json"
-            )
-        if self.models is not None and model not in self.models:
+        if fault.kind in _ERRORS:
+            return _error(*_ERRORS[fault.kind])
+        return None
+
+    async def _payload(
+        self, request: web.Request, body: dict[str, Any], fault: Fault | None
+    ) -> dict[str, Any] | web.StreamResponse:
+        target = _Target.of(request)
+        if self.models is not None and target.model not in self.models:
             return _error(
                 404,
-                f"{resource} is not found for API version {version}, or is not supported "
-                f"for {method}. Call ListModels to see the list of available models and their "
-                "supported methods.",
+                f"{target.resource} is not found for API version {target.version}, or is not "
+                f"supported for {target.method}. Call ListModels to see the list of available "
+                "models and their supported methods.",
                 "NOT_FOUND",
             )
         try:
-            if counting:
-                payload = self.count(body, resource)
-            else:
-                payload = await self.generate(body, model, fault)
+            if target.counting:
+                return self.count(body, target.resource)
+            return await self.generate(body, target.model, fault)
         except BadRequest as e:
             return _error(400, str(e), "INVALID_ARGUMENT")
         except _TooLong as e:
             return _too_long(e.tokens, e.limit)
-        if kind == TRUNCATED:
-            data = json.dumps(payload).encode()
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.content_length = len(data)
-            await resp.prepare(request)
-            await resp.write(data[: len(data) // 2])
-            assert request.transport is not None
-            request.transport.close()
-            return resp
-        return web.json_response(payload)
 
     # --- the two methods -------------------------------------------------------------------
 
@@ -438,9 +295,7 @@ class FakeGeminiServer:
                 "usageMetadata": {"promptTokenCount": n_prompt, "totalTokenCount": n_prompt},
                 "modelVersion": version,
             }
-        reply = self.responder(body)
-        if inspect.isawaitable(reply):
-            reply = await reply
+        reply = await self._reply(body)
         if isinstance(reply, dict):
             return reply
         return self.response(body, reply, n_prompt, version)
@@ -482,6 +337,28 @@ class FakeGeminiServer:
             "modelVersion": version,
             "responseId": f"fake-{self.requests}",
         }
+
+
+class _Target(NamedTuple):
+    """What a request's URL ``/{version}/{collection}/{model}:{method}`` names."""
+
+    version: str
+    collection: str
+    model: str
+    method: str
+
+    @classmethod
+    def of(cls, request: web.Request) -> _Target:
+        model, _, method = request.match_info["target"].rpartition(":")
+        return cls(request.match_info["version"], request.match_info["collection"], model, method)
+
+    @property
+    def resource(self) -> str:
+        return f"{self.collection}/{self.model}"
+
+    @property
+    def counting(self) -> bool:
+        return self.method == "countTokens"
 
 
 class _TooLong(Exception):
@@ -531,6 +408,19 @@ def _check_request(body: dict[str, Any]) -> None:
         raise BadRequest(
             "* GenerateContentRequest.generation_config.max_output_tokens: must be > 0"
         )
+
+
+_ERRORS: dict[str, tuple[int, str, str]] = {  # fault → (code, message, status)
+    SERVER_ERROR: (500, "An internal error has occurred. Please retry.", "INTERNAL"),
+    UNAVAILABLE: (503, "The model is overloaded. Please try again later.", "UNAVAILABLE"),
+    DEADLINE: (504, "Deadline expired before operation could complete.", "DEADLINE_EXCEEDED"),
+    FORBIDDEN: (
+        403,
+        "Method doesn't allow unregistered callers (callers without established identity). "
+        "Please use API Key or other form of API consumer identity to call this API.",
+        "PERMISSION_DENIED",
+    ),
+}
 
 
 def _dict(value: Any) -> dict[str, Any]:
