@@ -180,3 +180,25 @@ def test_a_warehouse_of_an_older_schema_is_upgraded_in_place(tmp_path: Path) -> 
     )
     con = Warehouse(tmp_path).connect()
     assert con.execute("SELECT cell_id, facts FROM cells").fetchall() == [("c1", None)]
+
+
+def test_results_flag_prompts_off_their_planned_length(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("near", planned_tokens=1000), cell("far", planned_tokens=1000)])
+    store.append(
+        "answers",
+        [
+            answer("near", parse_ok=True, accuracy=1.0, prompt_tokens=1015, truncated=False),
+            answer("far", parse_ok=True, accuracy=1.0, prompt_tokens=1100, truncated=True),
+        ],
+    )
+    con = store.connect()
+    flags = dict(
+        (cell_id, (off, cut))
+        for cell_id, off, cut in con.execute(
+            "SELECT cell_id, length_off, truncated FROM results"
+        ).fetchall()
+    )
+    assert flags == {"near": (False, False), "far": (True, True)}
+    con.execute("SET VARIABLE length_tolerance = 0.2")
+    assert con.execute("SELECT bool_or(length_off) FROM results").fetchone() == (False,)
