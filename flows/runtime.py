@@ -71,6 +71,7 @@ class Built:
     contexts: list[Context] = field(default_factory=list)
     # Cells whose target length cannot hold even their instructions: dropped with a note.
     unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
+    failed: list[tuple[Cell, ProviderError]] = field(default_factory=list)
 
 
 @dataclass
@@ -161,6 +162,9 @@ class SweepRuntime:
                     )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
+                continue
+            except ProviderError as exc:  # e.g. the tokenizer endpoint failed: retried next run
+                built.failed.append((cell, exc))
                 continue
             too_long = await self._overflow(model, context)
             if too_long:

@@ -17,6 +17,7 @@ from prefect.states import Completed, Failed, State
 
 from needlescope.cells import Cell, default_epoch, expand_with_probes
 from needlescope.config import ProbeConfig, SweepConfig, load_config
+from needlescope.errors import ProviderError
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.probes.base import Context
@@ -184,6 +185,8 @@ class ModelSweep:
             for cell, reason in built.unbuildable:
                 self.logger.warning("cell %s dropped: %s", cell.label, reason)
             self.dropped += len(built.unbuildable)
+            if built.failed:
+                self._record_build_failures(built.failed)
             contexts = built.contexts
             await self._store_cells(
                 contexts, keep_prompt=only_context or self.runtime.config.save_prompts
@@ -209,6 +212,16 @@ class ModelSweep:
         if rows:
             self._persist("cells", rows)
             self.known_cells.update(row["cell_id"] for row in rows)
+
+    def _record_build_failures(self, failed: list[tuple[Cell, ProviderError]]) -> None:
+        """Cells whose prompt could not be built are failed cells: kept, and retried next run."""
+        for cell, error in failed:
+            self.logger.warning("cell %s failed while building its prompt: %s", cell.label, error)
+        self._persist("cells", [row_builders.bare_cell_row(c, self.run_id) for c, _ in failed])
+        errors = [row_builders.error_row(c, e, self.run_id, self.epoch, 0) for c, e in failed]
+        self._persist("answers", errors)
+        self.failed += len(failed)
+        self.progress.advance(0, len(failed))
 
     def _persist(self, table: str, rows: list[dict[str, Any]]) -> None:
         """One file per probe: the folders are parquet/<table>/<probe>/<model>/."""

@@ -265,7 +265,7 @@ class _Search:
             else:
                 slope = (value_low - self.base) / n_low
                 if slope <= 0:
-                    raise ValueError("the measured length does not grow with the filler")
+                    raise LengthError("the measured length does not grow with the filler")
             aim = self.target + 0.5 + self.overshoot
             # Each one-sided step that misses aims further past the target, to bracket it soon.
             self.overshoot = max(1.0, 2 * self.overshoot)

@@ -61,7 +61,7 @@ def grade_answers(
     ):
         if not isinstance(outcome, Reply):
             batch.tables["answers"].append(
-                row_builders.error_row(context, outcome, run_id, epoch, tries)
+                row_builders.error_row(context.cell, outcome, run_id, epoch, tries)
             )
             continue
         cell = context.cell

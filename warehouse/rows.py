@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from needlescope.cells import Cell
 from needlescope.errors import ProviderError
 from needlescope.grading import RecallGrade, analyze_errors
 from needlescope.probes.base import Context, Grade
@@ -35,25 +36,7 @@ def cell_row(
     cell = context.cell
     rendered = context.rendered
     return {
-        "cell_id": cell.cell_id,
-        "context_id": cell.context_id,
-        "run_id": run_id,
-        "created_at": datetime.now(UTC),
-        "model": cell.model,
-        "model_identity": cell.model_identity,
-        "generation": cell.generation,
-        "probe": cell.probe,
-        "probe_params": cell.probe_params,
-        "filler": cell.filler,
-        "filler_spec": cell.filler_spec,
-        "placement": cell.placement,
-        "region": cell.region if cell.depth is None else f"depth {cell.depth:g}%",
-        "prompt_version": cell.prompt_version,
-        "seed": cell.seed,
-        "length": cell.length,
-        "length_unit": cell.length_unit,
-        "needle_count": cell.needle_count,
-        "repeat": cell.repeat,
+        **bare_cell_row(cell, run_id),
         "filler_chars": context.filler_chars,
         "prompt_length": context.prompt_length,
         "haystack_length": haystack_length,
@@ -69,13 +52,13 @@ def cell_row(
     }
 
 
-def _answer_base(context: Context, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
+def _answer_base(cell: Cell, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "epoch": epoch,
-        "cell_id": context.cell.cell_id,
-        "model": context.cell.model,
-        "probe": context.cell.probe,
+        "cell_id": cell.cell_id,
+        "model": cell.model,
+        "probe": cell.probe,
         "answered_at": datetime.now(UTC),
         "attempts": attempts,
     }
@@ -85,7 +68,7 @@ def graded_row(
     context: Context, reply: Reply, grade: Grade, run_id: str, epoch: str, attempts: int | None
 ) -> dict[str, Any]:
     return {
-        **_answer_base(context, run_id, epoch, attempts),
+        **_answer_base(context.cell, run_id, epoch, attempts),
         "response": reply.text,
         "response_kept": True,
         "parse_ok": grade.parse_ok,
@@ -105,15 +88,40 @@ def graded_row(
 
 
 def error_row(
-    context: Context, error: BaseException, run_id: str, epoch: str, attempts: int | None
+    cell: Cell, error: BaseException, run_id: str, epoch: str, attempts: int | None
 ) -> dict[str, Any]:
     kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
     message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
     return {
-        **_answer_base(context, run_id, epoch, attempts),
+        **_answer_base(cell, run_id, epoch, attempts),
         "response_kept": False,
         "error_kind": kind,
         "error": " ".join(message.split())[:500],
+    }
+
+
+def bare_cell_row(cell: Cell, run_id: str) -> dict[str, Any]:
+    """A cell whose prompt could not be built (e.g. its tokenizer call failed): axes only."""
+    return {
+        "cell_id": cell.cell_id,
+        "context_id": cell.context_id,
+        "run_id": run_id,
+        "created_at": datetime.now(UTC),
+        "model": cell.model,
+        "model_identity": cell.model_identity,
+        "generation": cell.generation,
+        "probe": cell.probe,
+        "probe_params": cell.probe_params,
+        "filler": cell.filler,
+        "filler_spec": cell.filler_spec,
+        "placement": cell.placement,
+        "region": cell.region if cell.depth is None else f"depth {cell.depth:g}%",
+        "prompt_version": cell.prompt_version,
+        "seed": cell.seed,
+        "length": cell.length,
+        "length_unit": cell.length_unit,
+        "needle_count": cell.needle_count,
+        "repeat": cell.repeat,
     }
 
 

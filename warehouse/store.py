@@ -211,7 +211,9 @@ class Warehouse:
         con = duckdb.connect()
         try:
             rows = con.execute(
-                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true)", [glob]
+                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true) "
+                "WHERE prompt_sha256 IS NOT NULL",
+                [glob],
             ).fetchall()
         finally:
             con.close()

@@ -19,7 +19,9 @@ WHERE s.event = 'start';
 CREATE OR REPLACE VIEW cells AS
 SELECT * EXCLUDE (schema_version)
 FROM read_parquet('{parquet}/cells/**/*.parquet', union_by_name = true)
-QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY created_at, run_id) = 1;
+QUALIFY row_number() OVER (
+    PARTITION BY cell_id ORDER BY (prompt_sha256 IS NULL), created_at, run_id
+) = 1;
 
 -- Every attempt that reached the warehouse: graded answers and failures (error_kind set).
 CREATE OR REPLACE VIEW answers AS

@@ -57,6 +57,11 @@ probes:
     lengths: [600, 900]
     length_unit: chars
     needle_counts: [2]
+  - probe: recall
+    lengths: [150]
+    length_unit: tokens
+    needle_counts: [2]
+    fillers: [prose-en]   # the fake servers count words: a| has none to count
 """
 
 
@@ -72,10 +77,11 @@ def test_one_sweep_compares_every_provider(cli, tmp_path: Path) -> None:
         done = cli("run", str(config), "-w", str(wh), "--report-dir", str(report), extra_env=KEYS)
         assert done.returncode == 0, done.stderr[-3000:]
         # One answer request per cell (the anthropic server also counts token-counting calls).
-        assert (openai.requests, anthropic.message_requests, gemini.requests) == (2, 2, 2)
+        assert (openai.requests, anthropic.message_requests, gemini.requests) == (3, 3, 3)
     con = Warehouse(wh).connect()
     rows = con.execute(
-        "SELECT model, count(*), min(accuracy), min(prompt_tokens) FROM results GROUP BY model"
+        "SELECT model, count(*), min(accuracy), min(prompt_tokens) FROM results "
+        "WHERE length_unit = 'chars' GROUP BY model"
     ).fetchall()
     by_model = {model: (n, accuracy, tokens) for model, n, accuracy, tokens in rows}
     assert set(by_model) == {"gpt-fake", "claude-fake", "gemini-fake", "smol"}
@@ -84,7 +90,20 @@ def test_one_sweep_compares_every_provider(cli, tmp_path: Path) -> None:
         assert (n, accuracy) == (2, 100.0) and tokens is not None and tokens > 0
     # Every model's prompts hold the same needles at the same places: the cells pair up.
     pairs = con.execute("SELECT count(DISTINCT context_id), count(*) FROM cells").fetchall()
-    assert pairs == [(2, 8)]
+    assert pairs == [(3, 12)]
+    # Token-sized cells: fitted by each provider's own token counting where it has one.
+    tokens = {
+        model: (basis, planned, reported)
+        for model, basis, planned, reported in con.execute(
+            "SELECT model, length_basis, planned_tokens, prompt_tokens FROM results "
+            "WHERE length_unit = 'tokens'"
+        ).fetchall()
+    }
+    assert tokens["gpt-fake"][0].startswith("estimated")
+    for model in ("claude-fake", "gemini-fake", "smol"):
+        basis, planned, reported = tokens[model]
+        assert basis == "tokenizer"
+        assert 140 <= planned <= 150 and reported == planned, (model, planned, reported)
     page = (report / "report.html").read_text(encoding="utf-8")
     for model in by_model:
         assert model in page

@@ -253,3 +253,51 @@ def test_token_lengths_without_a_tokenizer_are_estimated_and_say_so(
     for length, low, high in lengths:
         assert length - 3 <= low <= high <= length
     assert query(store, "SELECT count(*) FROM results WHERE error_kind IS NULL") == [(36,)]
+
+
+def test_a_failed_token_count_is_a_failed_cell_retried_next_run(
+    cli, write_config, tmp_path: Path
+) -> None:
+    from tests.support.anthropic_server import FakeAnthropicServer
+
+    wh = tmp_path / "wh"
+    with FakeAnthropicServer(perfect_answer, script=["server_error"]) as server:
+        config = write_config(
+            f"""
+name: counted
+models:
+  - {{name: claude, provider: anthropic, base_url: "{server.url}", model: claude-fake-1,
+      api_key_env: NS_FAKE_KEY}}
+probes:
+  - {{probe: recall, lengths: [120, 160], length_unit: tokens, needle_counts: [2],
+      fillers: [prose-en]}}
+"""
+        )
+        first = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "t",
+            "--no-report",
+            extra_env={"NS_FAKE_KEY": KEY},
+        )
+        assert first.returncode == 1, first.stderr[-2000:]
+        store = Warehouse(wh)
+        assert query(store, "SELECT error_kind FROM failed_cells") == [("server_error",)]
+        second = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "t",
+            "--no-report",
+            extra_env={"NS_FAKE_KEY": KEY},
+        )
+        assert second.returncode == 0, second.stderr[-2000:]
+    assert query(store, "SELECT count(*), min(accuracy) FROM results WHERE error_kind IS NULL") == [
+        (2, 100.0)
+    ]
+    assert query(store, "SELECT count(*) FROM cells WHERE prompt_sha256 IS NOT NULL") == [(2,)]
