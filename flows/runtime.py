@@ -8,7 +8,6 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from needlescope.cells import Cell
 from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig, resolve_api_key
@@ -18,7 +17,8 @@ from needlescope.haystack import measure_text
 from needlescope.probes import probe_module
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
-from needlescope.providers.base import CONNECTION, Message, Provider
+from needlescope.providers.base import Message, Provider
+from needlescope.providers.reachability import check_reachable
 from needlescope.providers.registry import create_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
@@ -205,22 +205,6 @@ class SweepRuntime:
         if context.cell.length_unit == "tokens":
             return context.prompt_length
         return await self.providers[model].count_prompt_tokens(context.messages)
-
-
-async def check_reachable(model: ModelConfig, timeout_s: float = 10.0) -> None:
-    """Fail the sweep at once, in one line, when an endpoint cannot be reached at all."""
-    url = urlsplit(model.endpoint())
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), timeout_s)
-    except (OSError, TimeoutError) as exc:
-        reason = (
-            "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)).lower()
-        )
-        raise ProviderError(
-            CONNECTION, f"model {model.name}: cannot reach {model.endpoint()}: {reason}"
-        ) from None
-    writer.close()
 
 
 async def _open_provider(

@@ -67,16 +67,19 @@ def run(
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
     from needlescope.config import load_config
 
+    from needlescope.config import resolve_api_key
+    from needlescope.providers.reachability import check_models
+    from needlescope.warehouse.store import Warehouse, default_root
+
+    # Everything that can be checked before Prefect starts is checked here, in this order,
+    # and nothing is written until it all passes.
     try:
         config = load_config(config_path)
-        from needlescope.config import resolve_api_key
-
         for model in config.models:
             resolve_api_key(model)
-        root = warehouse or config.warehouse
-        from needlescope.warehouse.store import Warehouse, default_root
-
-        store = Warehouse(root or default_root()).ensure()
+        if not only_context:
+            asyncio.run(check_models(config))
+        store = Warehouse(warehouse or config.warehouse or default_root()).ensure()
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 
