@@ -65,9 +65,7 @@ def run(
     report_dir: Annotated[Path, typer.Option(help="Where the report goes.")] = Path("reports"),
 ) -> None:
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
-    from needlescope.config import load_config
-
-    from needlescope.config import resolve_api_key
+    from needlescope.config import load_config, resolve_api_key
     from needlescope.providers.reachability import check_models
     from needlescope.warehouse.store import Warehouse, default_root
 
