@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from needlescope.errors import NeedlescopeError
 
@@ -36,7 +37,8 @@ WarehouseOption = Annotated[
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message quotes user input (names, paths): never read it as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -287,6 +287,20 @@ class Budget(Frozen):
     tokens: PositiveInt | None = None
 
 
+def _expandable(model: Any, variants: Any) -> bool:
+    if not variants or not isinstance(variants, dict):
+        return False
+    generation = model.get("generation") or {}
+    return (
+        isinstance(generation, dict)
+        and isinstance(generation.get("extra") or {}, dict)
+        and all(
+            isinstance(o, dict) and isinstance(o.get("extra") or {}, dict)
+            for o in variants.values()
+        )
+    )
+
+
 class SweepConfig(Frozen):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     description: str = ""
@@ -310,8 +324,8 @@ class SweepConfig(Frozen):
         models = []
         for model in data["models"]:
             variants = model.get("variants") if isinstance(model, dict) else None
-            if not variants or not isinstance(variants, dict):
-                models.append(model)
+            if variants is None or not _expandable(model, variants):
+                models.append(model)  # field validation then names what is wrong
                 continue
             for label, overrides in variants.items():
                 generation = dict(model.get("generation") or {})
@@ -408,17 +422,26 @@ def load_config(path: str | Path) -> SweepConfig:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     config = parse_config(data, str(path))
-    return _resolve_relative_paths(config, path.parent)
+    return _resolve_relative_paths(config, path)
 
 
-def _resolve_relative_paths(config: SweepConfig, base: Path) -> SweepConfig:
+def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
     """Corpus paths in a config are relative to the config file, as a user reading it expects."""
+    base = source.parent
     fillers = {
         name: spec.model_copy(update={"path": (base / spec.path)})
         if spec.path is not None and not spec.path.is_absolute()
         else spec
         for name, spec in config.fillers.items()
     }
+    for name, spec in fillers.items():
+        if spec.kind == "corpus" and spec.path is not None:
+            if not spec.path.is_dir():
+                raise ConfigError(
+                    f"{source}: fillers.{name}.path: corpus directory not found: {spec.path}"
+                )
+            if not any(spec.path.glob("*.txt")):
+                raise ConfigError(f"{source}: fillers.{name}.path: no .txt files in {spec.path}")
     probes = [_resolve_probe_paths(probe, base) for probe in config.probes]
     for probe in probes:
         if isinstance(probe, CasesProbe):  # a bad case file fails here, before Prefect starts

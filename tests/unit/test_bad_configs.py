@@ -1,0 +1,361 @@
+"""Broken configs fail fast through the real CLI: exit 2, one line naming the problem, no
+traceback, nothing in the warehouse, and Prefect never imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from needlescope.cli import app
+
+CASES_YAML = Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml"
+MISSING_KEY = "NS_BAD_CONFIG_KEY_NEVER_SET"
+UNREACHABLE = "http://127.0.0.1:9/v1"  # should a broken config slip through, nothing answers
+
+MODEL = f'{{name: m, provider: openai, base_url: "{UNREACHABLE}", model: x}}'
+RECALL = "{probe: recall, lengths: [400], length_unit: chars, needle_counts: [2]}"
+
+
+def sweep(
+    *,
+    models: str = f"  - {MODEL}\n",
+    probes: str = f"  - {RECALL}\n",
+    top: str = "name: bad\n",
+) -> str:
+    """A valid config (one openai model, one recall probe) with one part swapped out."""
+    return f"{top}models:\n{models}probes:\n{probes}"
+
+
+GOOD = sweep()
+# The warehouse is checked after the endpoints: a local model has none to reach.
+GOOD_LOCAL = sweep(models="  - {name: m, provider: local}\n")
+
+
+def with_model(fields: str) -> str:
+    return sweep(models=f"  - {MODEL[:-1]}, {fields}}}\n")
+
+
+def with_recall(fields: str) -> str:
+    return sweep(probes=f"  - {RECALL[:-1]}, {fields}}}\n")
+
+
+def with_probe(probe: str) -> str:
+    return sweep(probes=f"  - {RECALL}\n  - {probe}\n")
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One broken input: the config file (None: none written) and what the error must name."""
+
+    id: str
+    text: str | bytes | None
+    names: tuple[str, ...]  # every one appears in the error line; {tmp} is the test's folder
+    config_name: str = "config.yaml"
+    files: dict[str, str] = field(default_factory=dict)  # other files beside the config
+    dirs: tuple[str, ...] = ()  # folders to create beside the config
+    warehouse: str = "wh"
+
+
+BROKEN_CASE = "recipe:\n  needles: []\n  question: What is in it?\n  true_answer: plums\n"
+
+BAD = [
+    # -- the file itself
+    Bad("missing-file", None, ("config file not found", "{tmp}/config.yaml")),
+    Bad(
+        "config-is-a-directory",
+        None,
+        ("{tmp}/confdir",),
+        config_name="confdir",
+        dirs=("confdir",),
+    ),
+    Bad("not-utf8", b"name: caf\xe9\nmodels: []\n", ("config.yaml", "not UTF-8")),
+    Bad("bad-yaml", "name: [bad\nmodels: x\n", ("config.yaml", "invalid YAML", "line 2")),
+    Bad("yaml-python-tag", "name: !!python/object:os.system x\n", ("config.yaml", "invalid YAML")),
+    Bad("not-a-mapping", "- one\n- two\n", ("config.yaml", "top level must be a mapping")),
+    Bad("empty-file", "", ("config.yaml", "top level must be a mapping")),
+    # -- top level
+    Bad("missing-name", GOOD.replace("name: bad\n", ""), ("config.yaml", "name", "required")),
+    Bad("bad-name", sweep(top="name: 'bad name!'\n"), ("config.yaml", "name", "pattern")),
+    Bad("unknown-top-field", GOOD + "concurency: 3\n", ("config.yaml", "concurency", "unknown")),
+    Bad("no-models", f"name: bad\nmodels: []\nprobes: [{RECALL}]\n", ("config.yaml", "models")),
+    Bad("models-not-a-list", sweep(models=f"  {MODEL}\n"), ("config.yaml", "models", "list")),
+    Bad("batch-size-zero", GOOD + "batch_size: 0\n", ("config.yaml", "batch_size")),
+    Bad("too-many-retries", GOOD + "retry: {retries: 99}\n", ("config.yaml", "retry.retries")),
+    Bad("negative-budget", GOOD + "budget: {usd: -1}\n", ("config.yaml", "budget.usd")),
+    Bad("negative-token-budget", GOOD + "budget: {tokens: -10}\n", ("budget.tokens",)),
+    # -- models
+    Bad("unknown-model-field", with_model("temprature: 1"), ("config.yaml", "models.0.temprature")),
+    Bad(
+        "unknown-provider",
+        GOOD.replace("provider: openai", "provider: openia"),
+        ("config.yaml", "models.0.provider", "openia"),
+    ),
+    Bad(
+        "openai-without-base-url",
+        GOOD.replace(f'base_url: "{UNREACHABLE}", ', ""),
+        ("config.yaml", "models.0", "base_url"),
+    ),
+    Bad(
+        "anthropic-without-model",
+        sweep(models="  - {name: claude, provider: anthropic}\n"),
+        ("config.yaml", "models.0", "anthropic model needs model"),
+    ),
+    Bad(
+        "duplicate-model-names",
+        sweep(models=f"  - {MODEL}\n  - {{name: m, provider: local}}\n"),
+        ("config.yaml", "unique", "m"),
+    ),
+    Bad("temperature-out-of-range", with_model("generation: {temperature: 5}"), ("temperature",)),
+    Bad("zero-timeout", with_model("timeout_s: 0"), ("models.0.timeout_s",)),
+    Bad("missing-api-key", with_model(f"api_key_env: {MISSING_KEY}"), ("models.m", MISSING_KEY)),
+    # A variant is a mapping of generation settings; anything else is a field error.
+    Bad("variant-not-a-mapping", with_model("variants: {fast: 5}"), ("config.yaml", "variants")),
+    Bad("variant-a-word", with_model("variants: {fast: quick}"), ("config.yaml", "variants")),
+    # -- fillers
+    Bad(
+        "unknown-filler",
+        with_recall("fillers: [nosuch]"),
+        ("config.yaml", "probes.0.fillers", "nosuch"),
+    ),
+    Bad(
+        "corpus-without-path",
+        GOOD + "fillers:\n  novel: {kind: corpus}\n",
+        ("config.yaml", "fillers.novel", "path"),
+    ),
+    Bad(
+        "corpus-path-missing",
+        with_recall("fillers: [novel]") + "fillers:\n  novel: {kind: corpus, path: nowhere}\n",
+        ("nowhere",),
+    ),
+    Bad("unknown-filler-kind", GOOD + "fillers:\n  x: {kind: marble}\n", ("fillers.x.kind",)),
+    # -- recall
+    Bad(
+        "unknown-probe",
+        sweep(probes="  - {probe: nosuch, lengths: [400]}\n"),
+        ("config.yaml", "probes.0", "nosuch"),
+    ),
+    Bad(
+        "negative-length",
+        GOOD.replace("lengths: [400]", "lengths: [400, -5]"),
+        ("config.yaml", "probes.0.recall.lengths.1", "greater than 0"),
+    ),
+    Bad(
+        "zero-needles",
+        GOOD.replace("needle_counts: [2]", "needle_counts: [0]"),
+        ("config.yaml", "probes.0.recall.needle_counts.0"),
+    ),
+    Bad("no-lengths", GOOD.replace("lengths: [400]", "lengths: []"), ("probes.0.recall.lengths",)),
+    Bad("nan-length", GOOD.replace("lengths: [400]", "lengths: [.nan]"), ("lengths.0",)),
+    Bad("unknown-length-unit", GOOD.replace("chars", "words"), ("length_unit",)),
+    Bad("digits-too-many", with_recall("digits: 16"), ("config.yaml", "probes.0.recall.digits")),
+    Bad("digits-too-few", with_recall("digits: 1"), ("config.yaml", "probes.0.recall.digits")),
+    Bad(
+        "unknown-prompt-template",
+        with_recall("prompts: [recall-xx-v9]"),
+        ("config.yaml", "probes.0.recall.prompts", "recall-xx-v9"),
+    ),
+    Bad(
+        "bad-region-interval",
+        with_recall("regions: ['0.5-0.2']"),
+        ("config.yaml", "probes.0.recall.regions", "0.5-0.2"),
+    ),
+    Bad(
+        "bad-region-name",
+        with_recall("regions: [everywhere]"),
+        ("probes.0.recall.regions", "everywhere"),
+    ),
+    Bad("unknown-snap", with_recall("snap: line"), ("probes.0.recall.snap",)),
+    # -- other probes
+    Bad(
+        "stars-without-lengths",
+        with_probe("{probe: counting_stars}"),
+        ("config.yaml", "probes.1.counting_stars", "max_length"),
+    ),
+    Bad(
+        "goto-lines-above-value-max",
+        with_probe("{probe: goto, line_counts: [50], value_max: 20}"),
+        ("config.yaml", "probes.1.goto", "value_max"),
+    ),
+    Bad(
+        "judge-unknown-model",
+        with_probe(f"{{probe: cases, cases_file: {CASES_YAML}, lengths: [500], judge: nojudge}}"),
+        ("config.yaml", "probes.1.judge", "nojudge"),
+    ),
+    Bad(
+        "embedder-unknown-model",
+        with_probe(f"{{probe: rag, cases_file: {CASES_YAML}, lengths: [500], embedder: noemb}}"),
+        ("config.yaml", "probes.1.embedder", "noemb"),
+    ),
+    Bad(
+        "cases-file-missing",
+        with_probe("{probe: cases, cases_file: nope.yaml, lengths: [500]}"),
+        ("cases file", "{tmp}/nope.yaml"),
+    ),
+    Bad(
+        "cases-file-is-a-directory",
+        with_probe("{probe: cases, cases_file: casedir, lengths: [500]}"),
+        ("{tmp}/casedir",),
+        dirs=("casedir",),
+    ),
+    Bad(
+        "broken-case",
+        with_probe("{probe: cases, cases_file: broken.yaml, lengths: [500]}"),
+        ("{tmp}/broken.yaml", "recipe", "needles"),
+        files={"broken.yaml": BROKEN_CASE},
+    ),
+    Bad(
+        "cases-file-bad-yaml",
+        with_probe("{probe: cases, cases_file: broken.yaml, lengths: [500]}"),
+        ("{tmp}/broken.yaml", "invalid YAML"),
+        files={"broken.yaml": "recipe: [\n"},
+    ),
+    Bad(
+        "unknown-case",
+        with_probe(f"{{probe: cases, cases_file: {CASES_YAML}, cases: [nosuch], lengths: [500]}}"),
+        ("en.yaml", "nosuch"),
+    ),
+    Bad(
+        "depth-out-of-range",
+        with_probe(
+            f"{{probe: cases, cases_file: {CASES_YAML}, lengths: [500], depths: [50, 150]}}"
+        ),
+        ("config.yaml", "probes.1.cases.depths"),
+    ),
+    Bad(
+        "rubric-file-missing",
+        sweep(
+            models=f"  - {MODEL}\n  - {{name: j, provider: local, under_test: false}}\n",
+            probes=f"  - {{probe: cases, cases_file: {CASES_YAML}, lengths: [500], judge: j, "
+            "rubric_file: nope.md}\n",
+        ),
+        ("rubric file", "{tmp}/nope.md"),
+    ),
+    Bad(
+        "chunk-overlap-not-below-size",
+        with_probe(
+            f"{{probe: rag, cases_file: {CASES_YAML}, lengths: [500], chunk_size: 100, "
+            "chunk_overlap: 100}"
+        ),
+        ("config.yaml", "probes.1.rag", "chunk_overlap"),
+    ),
+    # -- the warehouse
+    Bad(
+        "warehouse-is-a-file",
+        GOOD_LOCAL,
+        ("cannot write warehouse", "{tmp}/taken"),
+        files={"taken": "not a folder"},
+        warehouse="taken",
+    ),
+    Bad(
+        "warehouse-under-a-file",
+        GOOD_LOCAL,
+        ("cannot write warehouse", "{tmp}/taken/wh"),
+        files={"taken": "not a folder"},
+        warehouse="taken/wh",
+    ),
+    # -- what the user typed is shown as typed, never read as console markup
+    Bad("brackets-in-a-value", with_recall("fillers: ['[/x]']"), ("config.yaml", "[/x]")),
+    Bad("brackets-in-the-file-name", "- one\n", ("[red]odd.yaml",), config_name="[red]odd.yaml"),
+]
+
+
+def prepare(tmp_path: Path, bad: Bad) -> tuple[list[str], Path, list[str]]:
+    """Write the case's files; return the CLI arguments, the warehouse and the names to find."""
+    for name in bad.dirs:
+        (tmp_path / name).mkdir()
+    for name, text in bad.files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    config = tmp_path / bad.config_name
+    if isinstance(bad.text, bytes):
+        config.write_bytes(bad.text)
+    elif bad.text is not None:
+        config.write_text(bad.text, encoding="utf-8")
+    wh = tmp_path / bad.warehouse
+    names = [n.replace("{tmp}", str(tmp_path)) for n in bad.names]
+    return ["run", str(config), "-w", str(wh)], wh, names
+
+
+def parquet_in(wh: Path) -> list[Path]:
+    return list(wh.rglob("*.parquet")) if wh.is_dir() else []
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key in the environment and no .env in the working folder."""
+    monkeypatch.delenv(MISSING_KEY, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("bad", BAD, ids=[b.id for b in BAD])
+def test_bad_config_is_one_line_with_exit_code_2(bad: Bad, tmp_path: Path, clean_env: None) -> None:
+    args, wh, names = prepare(tmp_path, bad)
+    result = CliRunner().invoke(app, args)
+    output = result.output
+    assert "Traceback" not in output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert lines[0].startswith("error: "), lines[0]
+    for name in names:
+        assert name in lines[0], f"{name!r} not in {lines[0]!r}"
+    assert not parquet_in(wh), "a broken config wrote to the warehouse"
+
+
+def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
+    from needlescope.config import load_config
+
+    for text in (GOOD, GOOD_LOCAL):
+        path = tmp_path / "good.yaml"
+        path.write_text(text, encoding="utf-8")
+        assert load_config(path).models[0].name == "m"
+
+
+PROBE = """
+import json, sys
+from needlescope.cli import app
+
+outcomes = []
+for args in json.loads(sys.argv[1]):
+    try:
+        app(args)
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    except BaseException as exc:
+        code = type(exc).__name__
+    outcomes.append([code, "prefect" in sys.modules])
+print(json.dumps(outcomes))
+"""
+
+
+def test_bad_configs_never_import_prefect(tmp_path: Path) -> None:
+    """Every case above, in one fresh interpreter: none of them imports Prefect."""
+    runs = []
+    for index, bad in enumerate(BAD):
+        folder = tmp_path / f"{index:02d}"
+        folder.mkdir()
+        args, _, _ = prepare(folder, bad)
+        runs.append(args)
+    env = {k: v for k, v in os.environ.items() if k != MISSING_KEY}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = json.loads(done.stdout.strip().splitlines()[-1])
+    imported = [bad.id for bad, (_, prefect) in zip(BAD, outcomes, strict=True) if prefect]
+    assert not imported, f"Prefect was imported by: {imported}"
+    # Each case stopped with an error of its own (its exit code is checked above, in-process).
+    assert all(code != 0 for code, _ in outcomes), outcomes
