@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -18,13 +17,14 @@ from prefect.states import Completed, Failed, State
 from needlescope.cells import Cell, default_epoch, expand_with_probes
 from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.errors import ProviderError
+from needlescope.flows.asker import Asker, Unsent
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import ATTEMPTS, query_model
+from needlescope.tasks.query import ATTEMPTS
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse, default_root
 
@@ -46,11 +46,6 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def chunked(items: list[Cell], size: int) -> Iterator[list[Cell]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     generation = config.model(context.cell.model).generation
     extra = {
@@ -64,87 +59,6 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
         temperature=generation.temperature,
         extra={**extra, **generation.extra},
     )
-
-
-class Unsent:
-    """A request not sent because the sweep's budget was spent: no row, a later run sends it."""
-
-
-UNSENT = Unsent()
-
-
-class Spend:
-    """Tokens and money spent by this run, against the config's budget."""
-
-    def __init__(self, config: SweepConfig) -> None:
-        self.config = config
-        self.tokens = 0
-        self.usd = 0.0
-
-    def exhausted(self) -> bool:
-        budget = self.config.budget
-        if budget is None:
-            return False
-        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
-            budget.usd is not None and self.usd >= budget.usd
-        )
-
-    def cost(self, model: str, reply: Reply) -> float | None:
-        price = self.config.model(model).price
-        return None if price is None else price.cost(reply.prompt_tokens, reply.completion_tokens)
-
-    def add(self, model: str, reply: Reply) -> None:
-        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-        self.usd += self.cost(model, reply) or 0.0
-
-
-class Asker:
-    """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
-
-    def __init__(self, config: SweepConfig, warehouse_id: str, epoch: str) -> None:
-        self.config = config
-        self.warehouse_id = warehouse_id
-        self.epoch = epoch
-        self.spend = Spend(config)
-        self._tasks: dict[str, Any] = {}
-        self._limits: dict[str, asyncio.Semaphore] = {}
-
-    def _task(self, model: str) -> Any:
-        if model not in self._tasks:
-            model_config = self.config.model(model)
-            self._tasks[model] = query_model.with_options(
-                retries=self.config.retry.retries,
-                retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
-                tags=[
-                    f"needlescope-provider:{model_config.provider}",
-                    f"needlescope-model:{model}",
-                ],
-            )
-            self._limits[model] = asyncio.Semaphore(model_config.concurrency)
-        return self._tasks[model]
-
-    async def ask(
-        self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
-    ) -> Reply | BaseException | Unsent:
-        task = self._task(model)
-        async with self._limits[model]:
-            if self.spend.exhausted():
-                return UNSENT
-            state: State = await task(
-                model,
-                cell.cell_id,
-                self.epoch,
-                self.warehouse_id,
-                label,
-                request,
-                purpose,
-                return_state=True,
-            )
-        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
-        if isinstance(outcome, Reply):
-            self.spend.add(model, outcome)
-            return outcome
-        return outcome if isinstance(outcome, BaseException) else RuntimeError(str(outcome))
 
 
 class ModelSweep:
