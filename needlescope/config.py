@@ -32,6 +32,8 @@ DEFAULT_BASE_URLS = {
     "gemini": "https://generativelanguage.googleapis.com",
 }
 LengthUnit = Literal["tokens", "bytes", "chars"]
+# Grid axes of sizes take whole numbers only: `true` or `1.5` in YAML is a mistake, not 1.
+Count = Annotated[int, Field(gt=0, strict=True)]
 
 
 class Frozen(BaseModel):
@@ -124,9 +126,9 @@ class FillerSpec(Frozen):
 
 class RecallProbe(Frozen):
     probe: Literal["recall"]
-    lengths: list[PositiveInt] = Field(min_length=1)
+    lengths: list[Count] = Field(min_length=1)
     length_unit: LengthUnit = "tokens"
-    needle_counts: list[PositiveInt] = Field(min_length=1)
+    needle_counts: list[Count] = Field(min_length=1)
     digits: int = Field(default=4, ge=2, le=15)
     placements: list[Literal["even", "random"]] = Field(default=["even"], min_length=1)
     regions: list[str] = Field(default=["whole"], min_length=1)
@@ -167,7 +169,7 @@ class CountingStarsProbe(Frozen):
     stars: PositiveInt | None = None  # M; default from the preset, else 32
     steps: PositiveInt | None = None  # N; default from the preset, else 32
     max_length: PositiveInt | None = None
-    lengths: list[PositiveInt] | None = None  # explicit lengths instead of max_length / steps
+    lengths: list[Count] | None = None  # explicit lengths instead of max_length / steps
     length_unit: LengthUnit = "tokens"
     languages: list[Literal["en", "zh"]] = Field(default=["en"], min_length=1)
     orders: list[Literal["ordered", "shuffled"]] = Field(default=["shuffled"], min_length=1)
@@ -196,7 +198,7 @@ class GotoProbe(Frozen):
     """The Little Retrieval Test: n register lines and one `go to line k` instruction."""
 
     probe: Literal["goto"]
-    line_counts: list[PositiveInt] = Field(min_length=1)
+    line_counts: list[Count] = Field(min_length=1)
     orders: list[Literal["ordered", "shuffled"]] = Field(
         default=["ordered", "shuffled"], min_length=1
     )
@@ -232,7 +234,7 @@ class CasesProbe(Frozen):
     probe: Literal["cases"]
     cases_file: Path
     cases: list[str] | None = None  # case names from the file; default: all of them
-    lengths: list[PositiveInt] = Field(min_length=1)
+    lengths: list[Count] = Field(min_length=1)
     length_unit: LengthUnit = "tokens"
     depths: list[float] | None = None  # explicit depth percents, 0–100
     depth_count: PositiveInt = 5
@@ -410,6 +412,8 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
 
 def load_config(path: str | Path) -> SweepConfig:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:

@@ -120,3 +120,14 @@ def test_bad_config_fails_before_prefect_is_imported(write_config) -> None:
     assert done.returncode == 2, done.stderr
     assert "probes.0.recall.lengths.0" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["true", "1.5", "'100'"])
+def test_sizes_must_be_whole_numbers(write_config, value: str) -> None:
+    with pytest.raises(ConfigError, match=r"probes\.0\.recall\.lengths\.0"):
+        load_config(write_config(GOOD.replace("lengths: [100, 200]", f"lengths: [{value}]")))
+
+
+def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory, not a config file"):
+        load_config(tmp_path)
