@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 
 from needlescope.warehouse.store import Warehouse
 from tests.e2e.test_report_browser import assert_all_drawn, chart_ids
-from tests.support.browser import find_chromium, inspect_file
+from tests.support.browser import inspect_file, require_chromium
 
 pytestmark = pytest.mark.e2e
 
@@ -87,6 +86,5 @@ def test_every_probe_runs_and_its_charts_draw(cli, tmp_path: Path) -> None:
     for probe, expected in PROBE_CHARTS.items():
         assert set(expected) <= set(names), (probe, names)
     assert {"cases_keyword_heatmap", "cases_llm_vs_rag"} <= set(names)
-    if find_chromium() is None and not os.environ.get("CI"):
-        pytest.skip("needs Chromium to draw the page: `make browser`")
+    require_chromium()
     assert_all_drawn(inspect_file(page), names)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_report_browser import RECALL_CHARTS, assert_all_drawn, chart_ids
-from tests.support.browser import find_chromium, inspect_file
+from tests.support.browser import inspect_file, require_chromium
 
 SEED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "seed_recall_results"
-if not SEED.is_dir():
-    pytest.skip("the seed's result databases are not beside the repo", allow_module_level=True)
+pytestmark = pytest.mark.skipif(
+    not SEED.is_dir(), reason="the seed's result databases (../shared) are not beside the repo"
+)
 
 NEEDLESCOPE = Path(sys.executable).parent / "needlescope"
 
@@ -55,6 +55,5 @@ def test_report_of_imported_seed_databases_draws_every_chart(tmp_path: Path) -> 
     assert set(RECALL_CHARTS) <= set(names)
     for db in raw_databases():
         assert db.stem in page.read_text(encoding="utf-8")
-    if find_chromium() is None and not os.environ.get("CI"):
-        pytest.skip("needs Chromium: `make browser`")
+    require_chromium()
     assert_all_drawn(inspect_file(page), names)

@@ -74,6 +74,13 @@ def find_chromium() -> str | None:
     return next((path for name in CANDIDATES if (path := shutil.which(name))), None)
 
 
+def require_chromium() -> str:
+    """The Chromium to drive; `make test` installs Debian's, so its absence is a failure."""
+    found = find_chromium()
+    assert found is not None, "needs Chromium: run `make browser` (apt-get install chromium)"
+    return found
+
+
 @dataclass
 class PageReport:
     url: str
