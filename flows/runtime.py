@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from needlescope.cells import Cell
-from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig, resolve_api_key
+from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig
 from needlescope.errors import LengthError, ProviderError
 from needlescope.fillers import Filler, PatternFiller, filler_from_spec
 from needlescope.haystack import measure_text
@@ -18,8 +18,7 @@ from needlescope.probes import probe_module
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
 from needlescope.providers.base import Message, Provider
-from needlescope.providers.reachability import check_reachable
-from needlescope.providers.registry import create_provider
+from needlescope.providers.open import open_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
@@ -83,6 +82,7 @@ class SweepRuntime:
     stack: contextlib.AsyncExitStack | None = None
     _fillers: dict[str, Filler] = field(default_factory=dict)
     _rubrics: dict[str, str] = field(default_factory=dict)
+    _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
         default_factory=dict
     )
@@ -204,38 +204,10 @@ class SweepRuntime:
     async def planned_tokens(self, model: str, context: Context) -> int | None:
         if context.cell.length_unit == "tokens":
             return context.prompt_length
-        return await self.providers[model].count_prompt_tokens(context.messages)
-
-
-async def _open_provider(
-    stack: contextlib.AsyncExitStack, model: ModelConfig, cells: list[Cell]
-) -> Provider:
-    if model.provider == "local":
-        from needlescope.providers.local import LocalProvider, LocalServer
-
-        server = LocalServer(
-            model.model,
-            ctx_per_slot=local_slot_size(cells, model),
-            parallel=model.concurrency,
-            n_threads=model.threads,
-        )
-        await asyncio.to_thread(stack.enter_context, server)
-        provider: Any = LocalProvider(name=model.name, server=server, timeout_s=model.timeout_s)
-    else:
-        await check_reachable(model)
-        provider = create_provider(
-            model.provider,
-            name=model.name,
-            base_url=model.endpoint(),
-            model=str(model.model),
-            api_key=resolve_api_key(model),
-            headers=dict(model.headers),
-            timeout_s=model.timeout_s,
-            max_retry_after_s=model.max_retry_after_s,
-            max_connections=model.concurrency,
-        )
-    stack.push_async_callback(provider.aclose)
-    return provider
+        key = (model, context.cell.cell_id)
+        if key not in self._planned:  # asked by the overflow check, then by the cells row
+            self._planned[key] = await self.providers[model].count_prompt_tokens(context.messages)
+        return self._planned[key]
 
 
 @contextlib.asynccontextmanager
@@ -250,9 +222,15 @@ async def open_runtime(
     async with contextlib.AsyncExitStack() as stack:
         runtime.stack = stack
         for name, cells in cells_by_model.items():
-            runtime.providers[name] = await _open_provider(stack, config.model(name), cells)
+            model = config.model(name)
+            runtime.providers[name] = await open_provider(
+                stack, model, ctx_per_slot=local_slot_size(cells, model)
+            )
         for name in sorted(helpers):
-            runtime.providers[name] = await _open_provider(stack, config.model(name), [])
+            model = config.model(name)
+            runtime.providers[name] = await open_provider(
+                stack, model, ctx_per_slot=local_slot_size([], model)
+            )
         ACTIVE_PROVIDERS.update(runtime.providers)
         _CURRENT.append(runtime)
         try:

@@ -72,16 +72,19 @@ def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) 
     return result
 
 
+JUDGE_CONTEXT = 4096  # a local judge's slot: rubric, question, true answer and the answer
+
+
 async def judge_answer(
     config_path: str, judge: str, expected: dict[str, Any], answer: str, rubric_file: str | None
 ) -> dict[str, Any]:
     """Ask a configured model to judge one cases answer, as the sweep's judge stage does."""
     import contextlib
 
-    from needlescope.config import load_config, resolve_api_key
+    from needlescope.config import load_config
     from needlescope.judge import judge_messages, load_rubric, parse_verdict
     from needlescope.providers.base import ChatRequest
-    from needlescope.providers.registry import create_provider
+    from needlescope.providers.open import open_provider
 
     config = load_config(config_path)
     try:
@@ -94,21 +97,7 @@ async def judge_answer(
         expected["question"], expected["true_answer"], answer, load_rubric(rubric_file)
     )
     async with contextlib.AsyncExitStack() as stack:
-        if model.provider == "local":
-            from needlescope.providers.local import LocalProvider, LocalServer
-
-            server = stack.enter_context(LocalServer(model.model, ctx_per_slot=4096))
-            provider: Any = LocalProvider(name=model.name, server=server)
-        else:
-            provider = create_provider(
-                model.provider,
-                name=model.name,
-                base_url=model.endpoint(),
-                model=str(model.model),
-                api_key=resolve_api_key(model),
-                headers=dict(model.headers),
-            )
-        stack.push_async_callback(provider.aclose)
+        provider = await open_provider(stack, model, ctx_per_slot=JUDGE_CONTEXT)
         reply = await provider.complete(ChatRequest(messages, max_tokens=256, temperature=0.0))
     verdict = parse_verdict(reply.text)
     return {

@@ -141,8 +141,3 @@ def error_tables(analysis: ErrorAnalysis) -> dict[str, tuple[dict[str, Any], ...
             for d in analysis.duplicates
         ),
     }
-
-
-def expected_json(values: Sequence[int]) -> str:
-    """The expected answer in the seed's own format: {"1": v1, "2": v2, …}."""
-    return json.dumps({str(i + 1): v for i, v in enumerate(values)})
