@@ -216,6 +216,7 @@ async def open_runtime(
     cells_by_model: dict[str, list[Cell]],
     helpers: Collection[str] = (),
     probe_of: dict[str, Any] | None = None,
+    api_keys: dict[str, str] | None = None,
 ) -> AsyncIterator[SweepRuntime]:
     """Provider clients (and local servers) for the models under test and their helpers."""
     runtime = SweepRuntime(config, probe_of=dict(probe_of or {}))
@@ -224,12 +225,18 @@ async def open_runtime(
         for name, cells in cells_by_model.items():
             model = config.model(name)
             runtime.providers[name] = await open_provider(
-                stack, model, ctx_per_slot=local_slot_size(cells, model)
+                stack,
+                model,
+                ctx_per_slot=local_slot_size(cells, model),
+                api_key=(api_keys or {}).get(name),
             )
         for name in sorted(helpers):
             model = config.model(name)
             runtime.providers[name] = await open_provider(
-                stack, model, ctx_per_slot=local_slot_size([], model)
+                stack,
+                model,
+                ctx_per_slot=local_slot_size([], model),
+                api_key=(api_keys or {}).get(name),
             )
         ACTIVE_PROVIDERS.update(runtime.providers)
         _CURRENT.append(runtime)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -14,17 +15,19 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 
-from needlescope.cells import Cell, default_epoch, expand_with_probes
+from needlescope.cells import Cell, default_epoch, expand_with_probes, shard_of
 from needlescope.config import ProbeConfig, SweepConfig, load_config
-from needlescope.errors import ProviderError
+from needlescope.errors import ConfigError, ProviderError
 from needlescope.flows.asker import Asker, Unsent
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
+from needlescope.flows.rate_limits import active_rate_limits
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
+from needlescope.flows.secrets import secret_api_keys
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import ATTEMPTS
+from needlescope.tasks.query import ATTEMPTS, RATE_LIMITS
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse, default_root
 
@@ -225,19 +228,45 @@ def _run_row(
     }
 
 
+def resolve_epoch(config: SweepConfig, store: Warehouse, explicit: str | None) -> str:
+    """The given epoch; else the one an earlier attempt of this flow run used (a retry from
+    the UI finishes that epoch, even after midnight); else the config's for the scheduled date."""
+    if explicit:
+        return explicit
+    if flow_run.id and (earlier := store.epoch_of_flow_run(str(flow_run.id))):
+        return earlier
+    return default_epoch(config, now=flow_run.scheduled_start_time)
+
+
+def select_cells(
+    cells: list[Cell], only_cells: Collection[str] | None, shard: int | None, shards: int
+) -> list[Cell]:
+    """The cells this flow run is for: a rerun's chosen cells, one shard of a split sweep."""
+    if only_cells is not None:
+        wanted = set(only_cells)
+        cells = [c for c in cells if c.cell_id in wanted]
+    if shard is not None and shards > 1:
+        cells = [c for c in cells if shard_of(c.cell_id, shards) == shard]
+    return cells
+
+
 async def run_sweep(
     config: SweepConfig,
     *,
     epoch: str | None = None,
     warehouse: str | None = None,
     only_context: bool = False,
+    only_cells: Collection[str] | None = None,
+    shard: int | None = None,
+    shards: int = 1,
+    note: str | None = None,
 ) -> State:
     logger = get_run_logger()
     store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
-    epoch = epoch or default_epoch(config)
+    epoch = resolve_epoch(config, store, epoch)
     run_id = new_run_id()
     probe_of_cell = expand_with_probes(config)
-    cells = list(probe_of_cell)
+    cells = select_cells(list(probe_of_cell), only_cells, shard, shards)
     probe_of = {cell.cell_id: probe for cell, probe in probe_of_cell.items()}
     kept = [c for c in cells if fits_context(c, config.model(c.model))]
     dropped = len(cells) - len(kept)
@@ -246,6 +275,8 @@ async def run_sweep(
     done = set() if only_context else store.graded_cell_ids(epoch)
     todo = [c for c in kept if c.cell_id not in done]
     skipped = len(kept) - len(todo)
+    if shard is not None and shards > 1:
+        note = f"shard {shard + 1} of {shards}" + (f"; {note}" if note else "")
     store.append(
         "runs",
         [
@@ -257,6 +288,7 @@ async def run_sweep(
                 cells_total=len(cells),
                 cells_skipped=skipped,
                 cells_dropped=dropped,
+                note=note,
             )
         ],
     )
@@ -278,7 +310,10 @@ async def run_sweep(
     try:
         if by_model:
             helpers = helper_models(config, todo, probe_of) - set(by_model)
-            async with open_runtime(config, by_model, helpers, probe_of) as runtime:
+            models = set(by_model) | helpers
+            keys = await secret_api_keys(config, models)
+            RATE_LIMITS.update(await active_rate_limits(config, models))
+            async with open_runtime(config, by_model, helpers, probe_of, keys) as runtime:
                 known = store.known_cell_ids()
                 asker = Asker(config, store.id, epoch)
                 sweeps = [
@@ -293,6 +328,8 @@ async def run_sweep(
         raise
     finally:
         progress.finish()
+        for name in by_model:
+            RATE_LIMITS.pop(name, None)
 
     dropped += sum(s.dropped for s in sweeps)
     graded = sum(s.graded for s in sweeps)
@@ -351,7 +388,26 @@ async def sweep(
     epoch: str | None = None,
     warehouse: str | None = None,
     only_context: bool = False,
+    shards: int = 1,
+    shard: int | None = None,
 ) -> State:
-    """Run a sweep config: every cell of the grid not yet graded in the epoch is queried once."""
+    """Run a sweep config: every cell of the grid not yet graded in the epoch is queried once.
+
+    With ``shards`` > 1 (and no ``shard``) the run splits the grid into that many flow runs of
+    its own deployment, which the work pool's workers share; ``shard`` runs one part of it.
+    """
     config = load_config(config_path)
-    return await run_sweep(config, epoch=epoch, warehouse=warehouse, only_context=only_context)
+    if shards < 1 or (shard is not None and not 0 <= shard < shards):
+        raise ConfigError(f"shard {shard} of {shards}: need shards >= 1 and 0 <= shard < shards")
+    if shards > 1 and shard is None:
+        from needlescope.flows.fanout import fan_out
+
+        return await fan_out(config, config_path, epoch, warehouse, only_context, shards)
+    return await run_sweep(
+        config,
+        epoch=epoch,
+        warehouse=warehouse,
+        only_context=only_context,
+        shard=shard,
+        shards=shards,
+    )

@@ -138,4 +138,9 @@ def default_epoch(config: SweepConfig, now: datetime | None = None) -> str:
     """An epoch is the config's name plus the UTC date: tomorrow's nightly run asks afresh."""
     if config.epoch:
         return config.epoch
-    return f"{config.name}-{(now or datetime.now(UTC)).date().isoformat()}"
+    return f"{config.name}-{(now or datetime.now(UTC)).astimezone(UTC).date().isoformat()}"
+
+
+def shard_of(cell_id: str, shards: int) -> int:
+    """Which of ``shards`` parts of a sweep a cell belongs to: stable across runs and machines."""
+    return int(cell_id[:12], 16) % shards if shards > 1 else 0

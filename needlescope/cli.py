@@ -36,6 +36,12 @@ WarehouseOption = Annotated[
 ]
 
 
+ReportOption = Annotated[
+    bool, typer.Option("--report/--no-report", help="Write the HTML report afterwards.")
+]
+ReportDirOption = Annotated[Path, typer.Option(help="Where the report goes.")]
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     # The message quotes user input (names, paths): never read it as markup.
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -61,64 +67,122 @@ def run(
     only_context: Annotated[
         bool, typer.Option("--only-context", help="Build and save the prompts; query nothing.")
     ] = False,
-    report: Annotated[
-        bool, typer.Option("--report/--no-report", help="Write the HTML report afterwards.")
-    ] = True,
-    report_dir: Annotated[Path, typer.Option(help="Where the report goes.")] = Path("reports"),
+    report: ReportOption = True,
+    report_dir: ReportDirOption = Path("reports"),
 ) -> None:
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
-    from needlescope.config import load_config, resolve_api_key
-    from needlescope.providers.reachability import check_models
+    from needlescope.config import load_config
     from needlescope.warehouse.store import Warehouse, default_root
 
     # Everything that can be checked before Prefect starts is checked here, in this order,
     # and nothing is written until it all passes.
     try:
         config = load_config(config_path)
-        for model in config.models:
-            resolve_api_key(model)
-        if not only_context:
-            asyncio.run(check_models(config))
+        _check_models(config, query=not only_context)
         store = Warehouse(warehouse or config.warehouse or default_root()).ensure()
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 
     prefect_environment()
+    from needlescope.flows.sweep import sweep
+
+    flow_run = sweep(
+        str(config_path),
+        epoch=epoch,
+        warehouse=str(store.root),
+        only_context=only_context,
+        return_state=True,
+    )
+    _run_and_report(flow_run, store.root, report and not only_context, report_dir)
+
+
+@app.command()
+def rerun(
+    run_id: Annotated[str, typer.Argument(help="The run whose unfinished cells to rerun.")],
+    model: Annotated[
+        list[str] | None, typer.Option("--model", "-m", help="Only this model (repeatable).")
+    ] = None,
+    probe: Annotated[
+        list[str] | None, typer.Option("--probe", "-p", help="Only this probe (repeatable).")
+    ] = None,
+    error_kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--error-kind",
+            "-e",
+            help="Only cells whose latest error is of this kind, e.g. rate_limited (repeatable).",
+        ),
+    ] = None,
+    warehouse: WarehouseOption = None,
+    report: ReportOption = True,
+    report_dir: ReportDirOption = Path("reports"),
+) -> None:
+    """Rerun exactly the cells of RUN_ID that have no graded answer (in that run's epoch)."""
+    from needlescope.flows.rerun import run_config
+    from needlescope.warehouse.store import Warehouse, default_root
+
+    try:
+        store = Warehouse(warehouse or default_root())
+        config, _ = run_config(store, run_id)
+        _check_models(config, query=True)
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+
+    prefect_environment()
+    from needlescope.flows.rerun import rerun_failed
+
+    flow_run = rerun_failed(
+        run_id,
+        warehouse=str(store.root),
+        models=model or None,
+        probes=probe or None,
+        error_kinds=error_kind or None,
+        return_state=True,
+    )
+    _run_and_report(flow_run, store.root, report, report_dir)
+
+
+def _check_models(config: Any, *, query: bool) -> None:
+    """Keys set and endpoints answering, before Prefect starts (keys in Secret blocks are
+    read by the flow)."""
+    from needlescope.config import resolve_api_key
+    from needlescope.providers.reachability import check_models
+
+    for model in config.models:
+        resolve_api_key(model)
+    if query:
+        asyncio.run(check_models(config))
+
+
+def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -> None:
+    """Run a sweep-like flow with a progress bar, print its summary, exit with its code."""
     from needlescope.flows.cli_progress import RichProgress
     from needlescope.flows.progress import SINK
-    from needlescope.flows.sweep import sweep
 
     # One line per finished cell would drown the progress bar; failures still show.
     logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
     SINK.append(RichProgress(console))
     try:
-        state = asyncio.run(
-            sweep(
-                str(config_path),
-                epoch=epoch,
-                warehouse=str(store.root),
-                only_context=only_context,
-                return_state=True,
-            )
-        )
+        state = asyncio.run(flow_run)
     finally:
         SINK.clear()
     summary = _state_summary(state)
     if summary is None:
         raise fail(_state_error(state))
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    if report and not only_context and summary["cells_graded"] + summary["cells_skipped"] > 0:
-        _write_report(store.root, report_dir)
+    if report and summary.get("cells_graded", 0) + summary.get("cells_skipped", 0) > 0:
+        _write_report(root, report_dir)
     if summary.get("cells_unsent"):
         raise fail(
             f"budget spent: {summary['cells_unsent']} cells left unsent. Run the same command "
             "again (with a larger budget) to finish the epoch.",
             EXIT_BUDGET_SPENT,
         )
-    if summary["cells_failed"]:
+    if summary.get("cells_failed"):
+        run_id = summary.get("run_id", "RUN_ID")
         raise fail(
             f"{summary['cells_failed']} cells failed; their errors are in the failed_cells view. "
-            "Run the same command again to retry just those.",
+            f"Run the same command again, or `needlescope rerun {run_id}`, to retry just those.",
             EXIT_CELLS_FAILED,
         )
 
@@ -126,14 +190,14 @@ def run(
 def _state_summary(state: Any) -> dict[str, Any] | None:
     data = getattr(state, "data", None)
     result = getattr(data, "data", data)  # a flow returning a State nests it
-    if isinstance(result, dict) and "cells_total" in result:
+    if isinstance(result, dict) and "epoch" in result:
         return result
     try:
         value = state.result(raise_on_failure=False)
     except Exception:
         return None
     inner = getattr(value, "data", value)
-    return inner if isinstance(inner, dict) and "cells_total" in inner else None
+    return inner if isinstance(inner, dict) and "epoch" in inner else None
 
 
 def _state_error(state: Any) -> str:
@@ -222,15 +286,19 @@ def plan(
     Console().print(table)
 
 
-@app.command()
-def serve(
-    config_paths: Annotated[list[Path], typer.Argument(help="Sweep configs to serve.")],
-    cron: Annotated[
-        str | None, typer.Option(help="Cron schedule (UTC) for every served sweep.")
-    ] = None,
-    warehouse: WarehouseOption = None,
-) -> None:
-    """Serve sweep configs as Prefect deployments (runs from the UI, the API or a schedule)."""
+ConfigsArgument = Annotated[
+    list[Path], typer.Argument(help="Sweep configs: one nightly-<name> deployment each.")
+]
+CronOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Cron line (UTC) for every nightly deployment; default: each config's "
+        "schedule (0 3 * * * UTC unless the config says otherwise)."
+    ),
+]
+
+
+def _checked_configs(config_paths: list[Path]) -> None:
     from needlescope.config import load_config
 
     try:
@@ -238,16 +306,79 @@ def serve(
             load_config(path)
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
-    prefect_environment()
+
+
+def _serve(config_paths: list[Path], cron: str | None, warehouse: Path | None) -> None:
     from prefect import serve as prefect_serve
 
-    from needlescope.flows.deployments import sweep_deployment
+    from needlescope.flows.deployments import deployments_for
 
-    deployments = [
-        sweep_deployment(path, cron=cron, warehouse=str(warehouse) if warehouse else None)
-        for path in config_paths
-    ]
-    prefect_serve(*deployments)
+    deployments = deployments_for(
+        config_paths, cron=cron, warehouse=str(warehouse) if warehouse else None
+    )
+    for deployment in deployments:
+        console.print(f"serving sweep deployment [bold]{escape(deployment.name)}[/]")
+    prefect_serve(*deployments, print_starting_message=False)
+
+
+@app.command()
+def serve(
+    config_paths: ConfigsArgument,
+    cron: CronOption = None,
+    warehouse: WarehouseOption = None,
+) -> None:
+    """Serve the nightly deployments of CONFIGS and `rerun-failed` from this process (runs
+    from the UI, the API or their schedules), against $PREFECT_API_URL."""
+    _checked_configs(config_paths)
+    prefect_environment()
+    _serve(config_paths, cron, warehouse)
+
+
+@app.command()
+def server(
+    config_paths: ConfigsArgument,
+    cron: CronOption = None,
+    warehouse: WarehouseOption = None,
+    port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
+) -> None:
+    """Start a Prefect server (UI included) on 127.0.0.1 and serve the deployments on it."""
+    from needlescope.flows.local_server import running_prefect_server
+
+    _checked_configs(config_paths)
+    prefect_environment()
+    with running_prefect_server(port, log=console.print) as api_url:
+        os.environ["PREFECT_API_URL"] = api_url
+        console.print(f"Prefect UI: [bold]{api_url.removesuffix('/api')}[/]  (Ctrl-C stops)")
+        _serve(config_paths, cron, warehouse)
+
+
+@app.command()
+def deploy(
+    config_paths: ConfigsArgument,
+    pool: Annotated[str, typer.Option(help="Process work pool (created if missing).")],
+    shards: Annotated[
+        int,
+        typer.Option(min=1, help="Split each sweep into this many flow runs for the workers."),
+    ] = 1,
+    cron: CronOption = None,
+    warehouse: WarehouseOption = None,
+) -> None:
+    """Register the deployments on a work pool; `prefect worker start --pool POOL` runs them."""
+    _checked_configs(config_paths)
+    prefect_environment()
+    from needlescope.flows.deployments import deploy_to_pool, deployments_for
+
+    deployments = deployments_for(
+        config_paths,
+        cron=cron,
+        warehouse=str(warehouse) if warehouse else None,
+        shards=shards,
+        work_pool=pool,
+    )
+    ids = asyncio.run(deploy_to_pool(deployments, pool))
+    for deployment, deployment_id in zip(deployments, ids, strict=True):
+        console.print(f"deployed {escape(deployment.name)} ({deployment_id}) on pool {pool}")
+    console.print(f"start workers with: prefect worker start --pool {pool}")
 
 
 @app.command()

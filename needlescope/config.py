@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -70,6 +72,8 @@ class ModelConfig(Frozen):
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    # The name of a Prefect Secret block holding the key: where scheduled deployments keep it.
+    api_key_secret: Annotated[str, Field(min_length=1)] | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     context_window: PositiveInt | None = None
     concurrency: PositiveInt = 4
@@ -98,6 +102,8 @@ class ModelConfig(Frozen):
             raise ValueError("an openai model needs base_url (e.g. https://api.openai.com/v1)")
         if self.provider != "local" and not self.model:
             raise ValueError(f"an {self.provider} model needs model (the id the API expects)")
+        if self.api_key_env and self.api_key_secret:
+            raise ValueError("give api_key_env or api_key_secret, not both")
         return self
 
     def endpoint(self) -> str:
@@ -303,6 +309,34 @@ def _expandable(model: Any, variants: Any) -> bool:
     )
 
 
+class Schedule(Frozen):
+    """When the config's `nightly` deployment runs (a cron line in ``timezone``)."""
+
+    cron: str = "0 3 * * *"
+    timezone: str = "UTC"
+    active: bool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        from cronsim import CronSim, CronSimError
+
+        try:
+            CronSim(value, datetime(2026, 1, 1))
+        except CronSimError as exc:
+            raise ValueError(f"invalid cron {value!r}: {exc}") from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}") from None
+        return value
+
+
 class SweepConfig(Frozen):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     description: str = ""
@@ -316,6 +350,7 @@ class SweepConfig(Frozen):
     fillers: dict[str, FillerSpec] = Field(default_factory=dict)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     budget: Budget | None = None
+    schedule: Schedule = Field(default_factory=Schedule)
 
     @model_validator(mode="before")
     @classmethod
@@ -475,7 +510,10 @@ def load_dotenv_once() -> None:
 
 
 def resolve_api_key(model: ModelConfig) -> str | None:
-    """The model's key from the environment (or .env); a missing one is a config error."""
+    """The model's key from the environment (or .env); a missing one is a config error.
+
+    A key kept in a Prefect Secret block (``api_key_secret``) is read by the flow, not here.
+    """
     if model.api_key_env is None:
         return None
     load_dotenv_once()

@@ -7,6 +7,7 @@ from typing import Any
 
 from prefect import task
 from prefect.client.schemas.objects import TaskRun
+from prefect.concurrency.asyncio import rate_limit
 from prefect.context import TaskRunContext
 from prefect.states import State
 
@@ -15,6 +16,8 @@ from needlescope.providers.base import ChatRequest, Provider, Reply
 
 # Live provider clients of the running flow, by model name (set by flows.runtime).
 ACTIVE_PROVIDERS: dict[str, Provider] = {}
+# Prefect rate limits each model's requests take a slot of (set by the flow; see flows.rate_limits).
+RATE_LIMITS: dict[str, list[str]] = {}
 # Requests sent per cell in this process: retries included, cache hits excluded.
 ATTEMPTS: Counter[str] = Counter()
 
@@ -49,6 +52,8 @@ async def query_model(
     purpose: str = "answer",
 ) -> Reply:
     """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>"."""
+    if names := RATE_LIMITS.get(model):
+        await rate_limit(names)
     if purpose == "answer":
         ATTEMPTS[cell_id] += 1
     return await ACTIVE_PROVIDERS[model].complete(request)

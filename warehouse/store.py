@@ -192,29 +192,60 @@ class Warehouse:
             con.close()
         return True
 
+    def query_table(self, table: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """``sql`` over one table's files, named ``t``; no views, no lock on the .duckdb file."""
+        glob = (self.parquet / table / "**" / "*.parquet").as_posix()
+        con = duckdb.connect()
+        try:
+            return con.execute(
+                f"WITH t AS (SELECT * FROM read_parquet(?, union_by_name = true)) {sql}",
+                [glob, *params],
+            ).fetchall()
+        finally:
+            con.close()
+
     def graded_cell_ids(self, epoch: str) -> set[str]:
         """Cells of an epoch that already have a graded answer: never queried again."""
-        glob = (self.parquet / "answers" / "**" / "*.parquet").as_posix()
-        con = duckdb.connect()
-        try:
-            rows = con.execute(
-                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true) "
-                "WHERE epoch = ? AND error_kind IS NULL",
-                [glob, epoch],
-            ).fetchall()
-        finally:
-            con.close()
+        rows = self.query_table(
+            "answers",
+            "SELECT DISTINCT cell_id FROM t WHERE epoch = ? AND error_kind IS NULL",
+            [epoch],
+        )
         return {row[0] for row in rows}
 
+    def latest_errors(self, epoch: str) -> dict[str, str]:
+        """Cells of an epoch with no graded answer whose latest attempt failed: their error kind."""
+        rows = self.query_table(
+            "answers",
+            "SELECT cell_id, arg_max(error_kind, answered_at) FROM t WHERE epoch = ? "
+            "GROUP BY cell_id HAVING count(*) FILTER (WHERE error_kind IS NULL) = 0",
+            [epoch],
+        )
+        return {cell: kind for cell, kind in rows}
+
+    def run_start(self, run_id: str) -> dict[str, Any] | None:
+        """The `start` row of a run (its epoch, config and flow run), or None if unknown."""
+        rows = self.query_table(
+            "runs",
+            "SELECT epoch, config_json, flow_run_id FROM t WHERE run_id = ? AND event = 'start'",
+            [run_id],
+        )
+        if not rows:
+            return None
+        epoch, config_json, flow_run_id = rows[0]
+        return {"epoch": epoch, "config_json": config_json, "flow_run_id": flow_run_id}
+
+    def epoch_of_flow_run(self, flow_run_id: str) -> str | None:
+        """The epoch an earlier attempt of this Prefect flow run swept: its retry keeps it."""
+        rows = self.query_table(
+            "runs",
+            "SELECT epoch FROM t WHERE flow_run_id = ? AND event = 'start' ORDER BY at LIMIT 1",
+            [flow_run_id],
+        )
+        return str(rows[0][0]) if rows else None
+
     def known_cell_ids(self) -> set[str]:
-        glob = (self.parquet / "cells" / "**" / "*.parquet").as_posix()
-        con = duckdb.connect()
-        try:
-            rows = con.execute(
-                "SELECT DISTINCT cell_id FROM read_parquet(?, union_by_name = true) "
-                "WHERE prompt_sha256 IS NOT NULL",
-                [glob],
-            ).fetchall()
-        finally:
-            con.close()
+        rows = self.query_table(
+            "cells", "SELECT DISTINCT cell_id FROM t WHERE prompt_sha256 IS NOT NULL", []
+        )
         return {row[0] for row in rows}

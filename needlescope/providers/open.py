@@ -13,10 +13,15 @@ from needlescope.providers.registry import create_provider
 
 
 async def open_provider(
-    stack: contextlib.AsyncExitStack, model: ModelConfig, *, ctx_per_slot: int
+    stack: contextlib.AsyncExitStack,
+    model: ModelConfig,
+    *,
+    ctx_per_slot: int,
+    api_key: str | None = None,
 ) -> Provider:
     """A local model gets its llama.cpp server (slots of ``ctx_per_slot`` tokens) started;
-    a remote one is checked reachable first."""
+    a remote one is checked reachable first. ``api_key`` (e.g. from a Prefect Secret block)
+    wins over the model's ``api_key_env``."""
     if model.provider == "local":
         from needlescope.providers.local import LocalProvider, LocalServer
 
@@ -35,7 +40,7 @@ async def open_provider(
             name=model.name,
             base_url=model.endpoint(),
             model=str(model.model),
-            api_key=resolve_api_key(model),
+            api_key=api_key if api_key is not None else resolve_api_key(model),
             headers=dict(model.headers),
             timeout_s=model.timeout_s,
             max_retry_after_s=model.max_retry_after_s,

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from needlescope.flows.local_server import running_prefect_server
 
 BIN = Path(sys.executable).parent
 
@@ -38,44 +37,15 @@ def base_env(prefect_home: Path) -> dict[str, str]:
 @contextmanager
 def prefect_server(home: Path, timeout_s: float = 180) -> Iterator[str]:
     home.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    env = base_env(home)
-    env["PREFECT_UI_ENABLED"] = "false"
-    log = (home / "server.log").open("w")
-    process = subprocess.Popen(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    api = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"prefect server exited: {(home / 'server.log').read_text()[-2000:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{api}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("prefect server did not become healthy")
-            time.sleep(0.5)
+    with running_prefect_server(
+        free_port(),
+        ui=False,
+        env=base_env(home),
+        log_path=home / "server.log",
+        timeout_s=timeout_s,
+        log=lambda _: None,
+    ) as api:
         yield api
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 def cli_env(prefect_home: Path, api_url: str) -> dict[str, str]:

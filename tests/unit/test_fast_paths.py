@@ -47,15 +47,68 @@ def test_command_runs_without_prefect(tmp_path: Path, args: list[str]) -> None:
     assert done.returncode == (2 if args[0] == "run" else 0), done.stderr[-2000:]
 
 
-def test_sweep_is_servable_as_a_deployment(write_config) -> None:
-    from needlescope.flows.deployments import sweep_deployment
+def test_each_config_gets_a_nightly_deployment_beside_rerun_failed(write_config) -> None:
+    from needlescope.flows.deployments import deployments_for
 
-    config = write_config(
-        "name: nightly-recall\nmodels: [{name: m, provider: local}]\n"
+    scheduled = write_config(
+        "name: recall\nmodels: [{name: m, provider: local}]\n"
         "probes: [{probe: recall, lengths: [200], needle_counts: [1]}]\n"
+        "schedule: {cron: '30 1 * * 1-5', timezone: Europe/Paris}\n",
+        "a.yaml",
     )
-    deployment = sweep_deployment(config, cron="0 3 * * *", warehouse="/data/wh")
-    assert deployment.name == "nightly-recall"
-    assert deployment.parameters == {"config_path": str(config.resolve()), "warehouse": "/data/wh"}
-    assert deployment.schedules and deployment.schedules[0].schedule.cron == "0 3 * * *"
-    assert deployment.entrypoint is not None and deployment.entrypoint.endswith("sweep.py:sweep")
+    plain = write_config(
+        "name: stars\nmodels: [{name: m, provider: local}]\n"
+        "probes: [{probe: recall, lengths: [200], needle_counts: [1]}]\n",
+        "b.yaml",
+    )
+    nightly, default, rerun = deployments_for([scheduled, plain], warehouse="/data/wh", shards=3)
+    assert [d.name for d in (nightly, default, rerun)] == [
+        "nightly-recall",
+        "nightly-stars",
+        "rerun-failed",
+    ]
+    assert nightly.parameters == {
+        "config_path": str(scheduled.resolve()),
+        "warehouse": "/data/wh",
+        "shards": 3,
+    }
+    cron = nightly.schedules[0].schedule
+    assert (cron.cron, cron.timezone) == ("30 1 * * 1-5", "Europe/Paris")
+    assert default.schedules[0].schedule.cron == "0 3 * * *"
+    assert default.schedules[0].schedule.timezone == "UTC"
+    # Workers import the flows by module path: no source folder to ship.
+    assert nightly.entrypoint == "needlescope.flows.sweep.sweep"
+    assert rerun.entrypoint == "needlescope.flows.rerun.rerun_failed"
+    assert rerun.parameters == {"warehouse": "/data/wh"}
+    (overridden,) = deployments_for([scheduled], cron="*/5 * * * *")[:1]
+    assert overridden.schedules[0].schedule.cron == "*/5 * * * *"
+    assert overridden.schedules[0].schedule.timezone == "UTC"
+
+
+def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
+    from needlescope.cells import expand_grid
+    from needlescope.config import parse_config
+    from needlescope.flows.sweep import select_cells
+
+    config = parse_config(
+        {
+            "name": "split",
+            "models": [{"name": "m", "provider": "local"}],
+            "probes": [
+                {
+                    "probe": "recall",
+                    "lengths": [100, 200, 300],
+                    "needle_counts": [1, 2, 3],
+                    "repeats": 4,
+                }
+            ],
+        }
+    )
+    cells = expand_grid(config)
+    parts = [select_cells(cells, None, shard, 3) for shard in range(3)]
+    ids = [c.cell_id for part in parts for c in part]
+    assert sorted(ids) == sorted(c.cell_id for c in cells)
+    assert len(set(ids)) == len(ids) == 36
+    assert all(parts)  # a hash split: every shard gets cells
+    chosen = {cells[0].cell_id, cells[5].cell_id}
+    assert {c.cell_id for c in select_cells(cells, chosen, None, 1)} == chosen

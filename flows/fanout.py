@@ -1,0 +1,105 @@
+"""One sweep split into shard flow runs of its own deployment, shared by a work pool's workers.
+
+Every shard writes the same warehouse (one new Parquet file per write, so writers never meet);
+the coordinating run waits for them and sums what their `end` rows say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.deployments.flow_runs import arun_deployment
+from prefect.runtime import deployment, flow_run
+from prefect.states import Completed, Failed, State
+
+from needlescope.config import SweepConfig
+from needlescope.errors import ConfigError
+from needlescope.warehouse.store import Warehouse, default_root
+
+COUNTS = (
+    "cells_total",
+    "cells_dropped",
+    "cells_skipped",
+    "cells_graded",
+    "cells_failed",
+    "cells_unsent",
+    "spent_tokens",
+    "spent_usd",
+)
+
+
+async def fan_out(
+    config: SweepConfig,
+    config_path: str,
+    epoch: str | None,
+    warehouse: str | None,
+    only_context: bool,
+    shards: int,
+) -> State:
+    from needlescope.flows.sweep import resolve_epoch
+
+    if deployment.id is None:
+        raise ConfigError(
+            "shards > 1 splits a sweep across a work pool's workers: run it from a deployment "
+            "(needlescope deploy CONFIG --pool POOL --shards N), not directly"
+        )
+    logger = get_run_logger()
+    store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
+    # Fixed here, so shards that start after midnight still sweep the same epoch.
+    epoch = resolve_epoch(config, store, epoch)
+    parameters = {
+        "config_path": config_path,
+        "epoch": epoch,
+        "warehouse": str(store.root),
+        "only_context": only_context,
+        "shards": shards,
+    }
+    logger.info(
+        "epoch %s split into %d shard runs of deployment %s", epoch, shards, deployment.name
+    )
+    runs = await asyncio.gather(
+        *(
+            arun_deployment(
+                deployment.id,
+                parameters={**parameters, "shard": index},
+                flow_run_name=f"{flow_run.name}-shard-{index + 1}-of-{shards}",
+                timeout=None,
+                poll_interval=2,
+                # A retry of this run (run_count + 1) starts fresh shards, a crash-restart of
+                # the same attempt finds the ones it already started.
+                idempotency_key=f"{flow_run.id}:{flow_run.run_count}:{index}",
+            )
+            for index in range(shards)
+        )
+    )
+    summary: dict[str, Any] = {
+        "epoch": epoch,
+        "warehouse": str(store.root),
+        "shards": shards,
+        "shard_flow_runs": [str(run.id) for run in runs],
+        **shard_totals(store, [str(run.id) for run in runs]),
+        "only_context": only_context,
+    }
+    unfinished = [run.name for run in runs if not (run.state and run.state.is_completed())]
+    if unfinished or summary["cells_failed"]:
+        return Failed(
+            message=f"{summary['cells_failed']} cells failed; shard runs not completed: "
+            f"{', '.join(unfinished) or 'none'}",
+            data=summary,
+        )
+    return Completed(message=f"{shards} shards completed", data=summary)
+
+
+def shard_totals(store: Warehouse, flow_run_ids: list[str]) -> dict[str, Any]:
+    """The shards' counts from their `end` rows in the warehouse, the source of truth."""
+    marks = ", ".join("?" for _ in flow_run_ids)
+    row = store.query_table(
+        "runs",
+        "SELECT " + ", ".join(f"coalesce(sum({c}), 0)" for c in COUNTS) + " FROM t "
+        f"WHERE event = 'end' AND flow_run_id IN ({marks})",
+        flow_run_ids,
+    )[0]
+    return dict(zip(COUNTS, row, strict=True))
