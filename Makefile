@@ -43,8 +43,11 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/run_all.py
 
+# A Prefect server with its UI on http://127.0.0.1:4200, serving each config's nightly sweep and
+# rerun-failed. `make server SERVE_CONFIGS="configs/demo.yaml configs/cases.yaml"` serves more.
+SERVE_CONFIGS ?= configs/demo.yaml
 server: setup
-	$(BIN)/prefect server start --host 127.0.0.1
+	$(BIN)/needlescope server $(SERVE_CONFIGS)
 
 report: setup
 	$(BIN)/needlescope report

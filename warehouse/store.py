@@ -239,7 +239,7 @@ class Warehouse:
         """The epoch an earlier attempt of this Prefect flow run swept: its retry keeps it."""
         rows = self.query_table(
             "runs",
-            "SELECT epoch FROM t WHERE flow_run_id = ? AND event = 'start' ORDER BY at LIMIT 1",
+            "SELECT epoch FROM t WHERE flow_run_id = ? AND event = 'start' ORDER BY \"at\" LIMIT 1",
             [flow_run_id],
         )
         return str(rows[0][0]) if rows else None

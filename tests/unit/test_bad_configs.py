@@ -115,6 +115,26 @@ BAD = [
     Bad("temperature-out-of-range", with_model("generation: {temperature: 5}"), ("temperature",)),
     Bad("zero-timeout", with_model("timeout_s: 0"), ("models.0.timeout_s",)),
     Bad("missing-api-key", with_model(f"api_key_env: {MISSING_KEY}"), ("models.m", MISSING_KEY)),
+    Bad(
+        "key-from-env-and-secret-block",
+        with_model("api_key_env: K, api_key_secret: k"),
+        ("models.0", "api_key_env or api_key_secret, not both"),
+    ),
+    Bad(
+        "bad-cron",
+        sweep(top="name: bad\nschedule: {cron: '0 3 * *'}\n"),
+        ("schedule.cron", "invalid cron '0 3 * *'"),
+    ),
+    Bad(
+        "cron-out-of-range",
+        sweep(top="name: bad\nschedule: {cron: '0 25 * * *'}\n"),
+        ("schedule.cron", "invalid cron"),
+    ),
+    Bad(
+        "unknown-time-zone",
+        sweep(top="name: bad\nschedule: {timezone: Mars/Olympus}\n"),
+        ("schedule.timezone", "unknown time zone 'Mars/Olympus'"),
+    ),
     # A variant is a mapping of generation settings; anything else is a field error.
     Bad("variant-not-a-mapping", with_model("variants: {fast: 5}"), ("config.yaml", "variants")),
     Bad("variant-a-word", with_model("variants: {fast: quick}"), ("config.yaml", "variants")),

@@ -131,3 +131,27 @@ def test_sizes_must_be_whole_numbers(write_config, value: str) -> None:
 def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is a directory, not a config file"):
         load_config(tmp_path)
+
+
+def test_a_stored_config_reads_back_as_the_same_config(tmp_path: Path) -> None:
+    """`rerun` sweeps a run's config as stored in the warehouse: it must round-trip exactly."""
+    from needlescope.cells import expand_grid
+    from needlescope.config import SweepConfig
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "name: rt\nschedule: {cron: '15 2 * * *', timezone: Asia/Tokyo}\n"
+        "models:\n  - name: m\n    provider: local\n"
+        "    variants: {hot: {temperature: 0.9}, cold: {temperature: 0.0, min_p: 0.1}}\n"
+        "probes:\n  - {probe: recall, lengths: [200, 400], needle_counts: [1, 2]}\n"
+        "  - {probe: cases, cases_file: cases.yaml, lengths: [300], depths: [10, 90]}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "cases.yaml").write_text(
+        (Path(__file__).resolve().parents[2] / "configs/cases/en.yaml").read_text("utf-8"), "utf-8"
+    )
+    config = load_config(path)
+    again = SweepConfig.model_validate_json(config.model_dump_json())
+    assert again == config
+    assert [m.name for m in again.models] == ["m@hot", "m@cold"]
+    assert [c.cell_id for c in expand_grid(again)] == [c.cell_id for c in expand_grid(config)]
