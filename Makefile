@@ -41,6 +41,7 @@ lint: setup
 	$(BIN)/mypy needlescope flows tasks warehouse
 
 bench: setup
+	$(BIN)/python -m pip install -q -e ".[bench]"
 	$(BIN)/python bench/run_all.py
 
 # A Prefect server with its UI on http://127.0.0.1:4200, serving each config's nightly sweep and

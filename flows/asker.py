@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from prefect.states import State
+from prefect.utilities.annotations import quote
 
 from needlescope.cells import Cell
 from needlescope.config import SweepConfig
@@ -48,8 +49,15 @@ class Spend:
 class Asker:
     """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
 
-    def __init__(self, config: SweepConfig, warehouse_id: str, epoch: str) -> None:
+    def __init__(
+        self,
+        config: SweepConfig,
+        warehouse_id: str,
+        epoch: str,
+        tags: dict[str, list[str]] | None = None,
+    ) -> None:
         self.config = config
+        self.tags = tags or {}  # only tags that carry a Prefect limit (see flows.limits)
         self.warehouse_id = warehouse_id
         self.epoch = epoch
         self.spend = Spend(config)
@@ -62,10 +70,7 @@ class Asker:
             self._tasks[model] = query_model.with_options(
                 retries=self.config.retry.retries,
                 retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
-                tags=[
-                    f"needlescope-provider:{model_config.provider}",
-                    f"needlescope-model:{model}",
-                ],
+                tags=self.tags.get(model, []),
             )
             self._limits[model] = asyncio.Semaphore(model_config.concurrency)
         return self._tasks[model]
@@ -83,7 +88,7 @@ class Asker:
                 self.epoch,
                 self.warehouse_id,
                 label,
-                request,
+                quote(request),  # the prompt: nothing in it for Prefect to look into
                 purpose,
                 return_state=True,
             )

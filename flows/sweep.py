@@ -14,17 +14,19 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
+from prefect.utilities.annotations import quote
 
-from needlescope.cells import Cell, default_epoch, expand_with_probes, shard_of
+from needlescope.cells import Cell, default_epoch, expand_with_probes, order_cells, shard_of
 from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.errors import ConfigError, ProviderError
 from needlescope.flows.asker import Asker, Unsent
+from needlescope.flows.limits import active_limits
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
-from needlescope.flows.rate_limits import active_rate_limits
 from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
+from needlescope.providers.registry import CACHES_PREFIXES
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
 from needlescope.tasks.query import ATTEMPTS, RATE_LIMITS
@@ -90,26 +92,46 @@ class ModelSweep:
         self.probe_of = probe_of
         self.graded = self.failed = self.dropped = self.unsent = 0
         self.logger = get_run_logger()
+        self.sort_by_prompt = False
+
+    def sorting_batches(self, on: bool) -> ModelSweep:
+        """Send each batch in the order of its prompts' text: neighbours then share the
+        longest prefix, which a prefix-caching server computes once."""
+        self.sort_by_prompt = on
+        return self
 
     async def run(self, cells: list[Cell], only_context: bool) -> None:
+        """Batches overlap: while one batch waits on the model, the next is built, so the
+        model always has up to its ``concurrency`` requests in flight."""
         size = self.runtime.config.batch_size
-        for start in range(0, len(cells), size):
-            if not only_context and self.asker.spend.exhausted():
-                self.unsent += len(cells) - start
-                break
-            batch = cells[start : start + size]
-            built = await build_prompts(self.model, batch)
-            for cell, reason in built.unbuildable:
-                self.logger.warning("cell %s dropped: %s", cell.label, reason)
-            self.dropped += len(built.unbuildable)
-            if built.failed:
-                self._record_build_failures(built.failed)
-            contexts = built.contexts
-            await self._store_cells(
-                contexts, keep_prompt=only_context or self.runtime.config.save_prompts
-            )
-            if not only_context:
-                await self._query_and_grade(contexts)
+        concurrency = self.runtime.config.model(self.model).concurrency
+        # Enough batches that the model's slots stay full while whole batches finish.
+        batches_in_flight = asyncio.Semaphore(-(-concurrency // size) + 2)
+
+        async def one(batch: list[Cell]) -> None:
+            async with batches_in_flight:
+                if not only_context and self.asker.spend.exhausted():
+                    self.unsent += len(batch)
+                    return
+                await self._batch(batch, only_context)
+
+        await asyncio.gather(*(one(cells[i : i + size]) for i in range(0, len(cells), size)))
+
+    async def _batch(self, batch: list[Cell], only_context: bool) -> None:
+        built = await build_prompts(self.model, batch)
+        for cell, reason in built.unbuildable:
+            self.logger.warning("cell %s dropped: %s", cell.label, reason)
+        self.dropped += len(built.unbuildable)
+        if built.failed:
+            await self._record_build_failures(built.failed)
+        contexts = built.contexts
+        if self.sort_by_prompt:
+            contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
+        await self._store_cells(
+            contexts, keep_prompt=only_context or self.runtime.config.save_prompts
+        )
+        if not only_context:
+            await self._query_and_grade(contexts)
 
     async def _store_cells(self, contexts: list[Context], keep_prompt: bool) -> None:
         rows = []
@@ -127,26 +149,29 @@ class ModelSweep:
                 )
             )
         if rows:
-            self._persist("cells", rows)
+            await self._persist("cells", rows)
             self.known_cells.update(row["cell_id"] for row in rows)
 
-    def _record_build_failures(self, failed: list[tuple[Cell, ProviderError]]) -> None:
+    async def _record_build_failures(self, failed: list[tuple[Cell, ProviderError]]) -> None:
         """Cells whose prompt could not be built are failed cells: kept, and retried next run."""
         for cell, error in failed:
             self.logger.warning("cell %s failed while building its prompt: %s", cell.label, error)
-        self._persist("cells", [row_builders.bare_cell_row(c, self.run_id) for c, _ in failed])
+        await self._persist(
+            "cells", [row_builders.bare_cell_row(c, self.run_id) for c, _ in failed]
+        )
         errors = [row_builders.error_row(c, e, self.run_id, self.epoch, 0) for c, e in failed]
-        self._persist("answers", errors)
+        await self._persist("answers", errors)
         self.failed += len(failed)
         self.progress.advance(0, len(failed))
 
-    def _persist(self, table: str, rows: list[dict[str, Any]]) -> None:
+    async def _persist(self, table: str, rows: list[dict[str, Any]]) -> None:
         """One file per probe: the folders are parquet/<table>/<probe>/<model>/."""
         by_probe: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             by_probe.setdefault(row["probe"], []).append(row)
         for probe, probe_rows in by_probe.items():
-            persist(str(self.warehouse.root), table, probe_rows, [probe, self.model])
+            # quote(): Prefect need not walk thousands of row dicts looking for futures.
+            await persist(str(self.warehouse.root), table, quote(probe_rows), [probe, self.model])
 
     async def _ask(self, context: Context) -> Reply | BaseException | Unsent:
         request = request_for(context, self.runtime.config)
@@ -195,15 +220,17 @@ class ModelSweep:
         pairs = zip(contexts, outcomes, strict=True)
         verdicts = await asyncio.gather(*(self._judge(c, o) for c, o in pairs))
         attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
-        batch = grade_answers(contexts, outcomes, attempts, verdicts, self.run_id, self.epoch)
+        batch = await grade_answers(
+            quote(contexts), quote(outcomes), attempts, verdicts, self.run_id, self.epoch
+        )
         # Analysis rows first: an answer is what marks a cell done, so it is written last.
         for table, table_rows in batch.tables.items():
             if table != "answers":
-                self._persist(table, table_rows)
+                await self._persist(table, table_rows)
         for row, outcome in zip(batch.tables["answers"], outcomes, strict=True):
             if isinstance(outcome, Reply):
                 row["cost_usd"] = self.asker.spend.cost(self.model, outcome)
-        self._persist("answers", batch.tables["answers"])
+        await self._persist("answers", batch.tables["answers"])
         rows = batch.tables["answers"]
         failed = sum(1 for row in rows if row.get("error_kind"))
         self.failed += failed
@@ -226,6 +253,13 @@ def _run_row(
         "flow_run_id": str(flow_run.id) if flow_run.id else None,
         **counts,
     }
+
+
+def uses_prefix_order(config: SweepConfig, model: str) -> bool:
+    order = config.cell_order
+    if order == "auto":
+        return config.model(model).provider in CACHES_PREFIXES
+    return order == "prefix"
 
 
 def resolve_epoch(config: SweepConfig, store: Warehouse, explicit: str | None) -> str:
@@ -306,20 +340,25 @@ async def run_sweep(
     by_model: dict[str, list[Cell]] = {}
     for cell in todo:
         by_model.setdefault(cell.model, []).append(cell)
+    prefix_ordered = {m: uses_prefix_order(config, m) for m in by_model}
+    for model, model_cells in by_model.items():
+        order = "prefix" if prefix_ordered[model] else config.cell_order.replace("auto", "grid")
+        by_model[model] = order_cells(model_cells, order, config.seed)
     sweeps: list[ModelSweep] = []
     try:
         if by_model:
             helpers = helper_models(config, todo, probe_of) - set(by_model)
             models = set(by_model) | helpers
             keys = await secret_api_keys(config, models)
-            RATE_LIMITS.update(await active_rate_limits(config, models))
+            limits = await active_limits(config, models)
+            RATE_LIMITS.update({m: lim.rate_limits for m, lim in limits.items() if lim.rate_limits})
             async with open_runtime(config, by_model, helpers, probe_of, keys) as runtime:
                 known = store.known_cell_ids()
-                asker = Asker(config, store.id, epoch)
+                asker = Asker(config, store.id, epoch, {m: lim.tags for m, lim in limits.items()})
                 sweeps = [
                     ModelSweep(
                         runtime, store, model, run_id, epoch, progress, known, asker, probe_of
-                    )
+                    ).sorting_batches(prefix_ordered[model])
                     for model in by_model
                 ]
                 await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
@@ -328,7 +367,7 @@ async def run_sweep(
         raise
     finally:
         progress.finish()
-        for name in by_model:
+        for name in list(RATE_LIMITS):
             RATE_LIMITS.pop(name, None)
 
     dropped += sum(s.dropped for s in sweeps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
@@ -144,3 +145,38 @@ def default_epoch(config: SweepConfig, now: datetime | None = None) -> str:
 def shard_of(cell_id: str, shards: int) -> int:
     """Which of ``shards`` parts of a sweep a cell belongs to: stable across runs and machines."""
     return int(cell_id[:12], 16) % shards if shards > 1 else 0
+
+
+def prefix_order_key(cell: Cell) -> tuple[Any, ...]:
+    """Cells whose prompts share a long prefix sort next to each other.
+
+    Prompts of one probe, template and filler share the filler's text up to their first
+    needle (a filler's text of n characters is the first n of one stream), so sorting by the
+    first needle's position (depth × length) puts the longest shared prefixes side by side.
+    """
+    depth = cell.depth if cell.depth is not None else 0.0
+    return (
+        cell.probe,
+        cell.prompt_version,
+        cell.filler_spec,
+        cell.length_unit,
+        -depth * cell.length,
+        -cell.length,
+        cell.probe_params,
+        cell.region,
+        cell.placement,
+        cell.needle_count,
+        cell.repeat,
+        cell.cell_id,
+    )
+
+
+def order_cells(cells: list[Cell], order: str, seed: int = 0) -> list[Cell]:
+    """Cells in the order they are sent: "prefix", "shuffled" (seeded) or "grid" (as given)."""
+    if order == "prefix":
+        return sorted(cells, key=prefix_order_key)
+    if order == "shuffled":
+        shuffled = list(cells)
+        random.Random(seed).shuffle(shuffled)
+        return shuffled
+    return list(cells)

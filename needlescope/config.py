@@ -351,6 +351,10 @@ class SweepConfig(Frozen):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     budget: Budget | None = None
     schedule: Schedule = Field(default_factory=Schedule)
+    # The order cells are sent in. "auto": "prefix" for providers that cache prompt prefixes
+    # (consecutive prompts share the longest prefix), else "grid" (the grid's own order).
+    # "shuffled" (seeded) is there to measure what the order buys.
+    cell_order: Literal["auto", "prefix", "grid", "shuffled"] = "auto"
 
     @model_validator(mode="before")
     @classmethod

@@ -6,6 +6,7 @@ import itertools
 import math
 import random
 import re
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -208,6 +209,30 @@ def _snap(text: str, target: int, mode: Snap) -> int:
         window *= 4
 
 
+# Every character a _SENTENCE_END match can contain (its lookahead aside).
+_SENTENCE_END_CHARS = frozenset(".?!\"'”’)]。？！」』）】\n \t")
+
+
+def last_sentence_end(text: str) -> int | None:
+    """Where the last sentence of ``text`` ends (None when none does), reading only its tail.
+
+    The same boundary as the last of ``_SENTENCE_END.finditer(text)``: the scan starts just after
+    a character no match can contain, where a scan from the start of the text is bound to be
+    searching afresh too (the pattern looks ahead, never behind).
+    """
+    window = 4096
+    while True:
+        start = max(0, len(text) - window)
+        while start > 0 and text[start - 1] in _SENTENCE_END_CHARS:
+            start -= 1
+        last = deque(_SENTENCE_END.finditer(text, start), maxlen=1)
+        if last:
+            return last[0].end()
+        if start == 0:
+            return None
+        window *= 4
+
+
 # --- lengths and fitting ----------------------------------------------------------------------
 
 
@@ -218,6 +243,92 @@ def measure_text(text: str, unit: Unit) -> int:
     if unit == "bytes":
         return len(text.encode("utf-8"))
     raise ValueError(f"unit must be chars or bytes, got {unit!r}")
+
+
+# Where a regex pre-tokenizer (GPT-2's, cl100k_base's, o200k_base's, Llama 3's) always ends a
+# piece, whatever follows: before a space that follows a non-space, and before , . ; : ! ? (or
+# ，。、；：！？) that follow a letter or a digit. No piece of those patterns runs across such a
+# place, none looks behind it, and the piece before it ends the same way at the end of a text, so
+# the text before it and the text from it on tokenize apart exactly as they do together.
+_PIECE_CUT = re.compile(r"(?<=\S)(?= )|(?<=[^\W_])(?=[,.;:!?，。、；：！？])")
+
+
+class SplitMeasure:
+    """A token count computed piece by piece, remembering every piece it has counted.
+
+    ``count`` takes a list of pieces and returns their token counts (no BOS token, no template:
+    ``overhead`` is added once per text for those). The text is cut about every ``piece_chars``
+    characters, only where a regex pre-tokenizer always ends a piece (see ``_PIECE_CUT``), so the
+    sum is exactly the count of the whole text for tokenizers of that kind: tiktoken's encodings
+    and GPT-2-style byte-level BPEs. Not for SentencePiece tokenizers that merge across spaces or
+    add a prefix space to every text.
+
+    Each cut is the first allowed place at least ``piece_chars`` after the previous one: text
+    before a change keeps its pieces, and text after a change that shifts it by a character or two
+    (as the needles move between the last prompts of a fit) soon falls back into step; a longer
+    shift is counted again up to the end. So a fit counts its first full-size prompt whole, the
+    next one or two partly, and then a few pieces per needle. Remembered pieces are forgotten
+    together once they hold more than ``cache_chars`` characters.
+    """
+
+    def __init__(
+        self,
+        count: Callable[[list[str]], Sequence[int]],
+        *,
+        overhead: int = 0,
+        piece_chars: int = 2048,
+        cache_chars: int = 1 << 26,
+    ) -> None:
+        if piece_chars < 1:
+            raise ValueError(f"piece_chars must be positive, got {piece_chars}")
+        self._count = count
+        self.overhead = overhead
+        self.piece_chars = piece_chars
+        self.cache_chars = cache_chars
+        self._known: dict[str, int] = {}
+        self._known_chars = 0
+        self.calls = 0  # texts measured
+        self.chars_seen = 0  # their characters
+        self.chars_counted = 0  # characters sent to ``count``: pieces not seen before
+        self.pieces_counted = 0
+
+    def pieces(self, text: str) -> list[str]:
+        """``text`` cut into pieces that tokenize independently (they join back to ``text``)."""
+        cuts: list[str] = []
+        size, step = len(text), self.piece_chars
+        search = _PIECE_CUT.search
+        start = 0
+        while size - start > 2 * step and (found := search(text, start + step)) is not None:
+            cut = found.start()
+            cuts.append(text[start:cut])
+            start = cut
+        if start < size or not cuts:
+            cuts.append(text[start:])
+        return cuts
+
+    def __call__(self, text: str) -> int:
+        self.calls += 1
+        self.chars_seen += len(text)
+        pieces = self.pieces(text)
+        known = self._known
+        missing = list(dict.fromkeys(p for p in pieces if p not in known))
+        fresh: dict[str, int] = {}
+        if missing:
+            counts = list(self._count(missing))
+            if len(counts) != len(missing):
+                raise ValueError(f"count returned {len(counts)} counts for {len(missing)} pieces")
+            fresh = dict(zip(missing, counts, strict=True))
+        total = self.overhead + sum(fresh[p] if p in fresh else known[p] for p in pieces)
+        if fresh:
+            added = sum(map(len, missing))
+            self.chars_counted += added
+            self.pieces_counted += len(missing)
+            if self._known_chars + added > self.cache_chars:
+                known.clear()
+                self._known_chars = 0
+            known.update(fresh)
+            self._known_chars += added
+        return total
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,10 @@ def with_verdict(grade: Grade, verdict: dict[str, Any]) -> Grade:
     return replace(grade, detail={**grade.detail, **verdict, "disagreement": disagree})
 
 
+# Async tasks: a sync task called from the async flow runs in a worker thread with a client
+# of its own (~250 ms a call here); the work below takes a few ms a batch.
 @task(name="grade", task_run_name=_grade_name)
-def grade_answers(
+async def grade_answers(
     contexts: list[Context],
     outcomes: list[Reply | BaseException],
     attempts: list[int],
@@ -56,8 +58,9 @@ def grade_answers(
     epoch: str,
 ) -> GradedBatch:
     batch = GradedBatch()
-    for context, outcome, tries, verdict in zip(
-        contexts, outcomes, attempts, verdicts, strict=True
+    batch_graded = _grade_batches(contexts, outcomes, batch, run_id, epoch)
+    for index, (context, outcome, tries, verdict) in enumerate(
+        zip(contexts, outcomes, attempts, verdicts, strict=True)
     ):
         if not isinstance(outcome, Reply):
             batch.tables["answers"].append(
@@ -65,24 +68,70 @@ def grade_answers(
             )
             continue
         cell = context.cell
-        grade = probe_module(cell.probe).grade(
-            context.expected, context.rendered.facts, outcome.text
-        )
+        grade = batch_graded.get(index)
+        if grade is None:
+            grade = probe_module(cell.probe).grade(
+                context.expected, context.rendered.facts, outcome.text
+            )
+            extra = row_builders.grade_tables(
+                grade, run_id, epoch, cell.cell_id, cell.model, cell.probe
+            )
+            for table, rows in extra.items():
+                batch.tables.setdefault(table, []).extend(rows)
         if verdict is not None:
             grade = with_verdict(grade, verdict)
         batch.tables["answers"].append(
             row_builders.graded_row(context, outcome, grade, run_id, epoch, tries)
         )
-        extra = row_builders.grade_tables(
-            grade, run_id, epoch, cell.cell_id, cell.model, cell.probe
-        )
-        for table, rows in extra.items():
-            batch.tables.setdefault(table, []).extend(rows)
     return batch
 
 
+def _grade_batches(
+    contexts: list[Context],
+    outcomes: list[Reply | BaseException],
+    batch: GradedBatch,
+    run_id: str,
+    epoch: str,
+) -> dict[int, Grade]:
+    """Grade the replies of probes that grade a whole batch at once (``grade_batch``): their
+    grades by position, their analysis rows added to ``batch``."""
+    positions: dict[str, list[int]] = {}
+    for index, (context, outcome) in enumerate(zip(contexts, outcomes, strict=True)):
+        probe = context.cell.probe
+        if isinstance(outcome, Reply) and hasattr(probe_module(probe), "grade_batch"):
+            positions.setdefault(probe, []).append(index)
+    grades: dict[int, Grade] = {}
+    for probe, indices in positions.items():
+        chosen = [contexts[i] for i in indices]
+        graded = probe_module(probe).grade_batch(
+            [c.expected for c in chosen],
+            [c.rendered.facts for c in chosen],
+            [outcomes[i].text for i in indices],  # type: ignore[union-attr]
+        )
+        grades.update(zip(indices, graded.grades, strict=True))
+        key_names = ("run_id", "epoch", "cell_id", "model", "probe")
+        keys = [(run_id, epoch, c.cell.cell_id, c.cell.model, c.cell.probe) for c in chosen]
+        for table, columns in graded.tables.items():
+            batch.tables.setdefault(table, []).extend(_column_rows(columns, key_names, keys))
+    return grades
+
+
+def _column_rows(
+    columns: dict[str, list[Any]], key_names: tuple[str, ...], keys: list[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    """Rows from columns whose ``answer`` column points into ``keys`` (the key columns)."""
+    names = [name for name in columns if name != "answer"]
+    row_names = (*key_names, *names)
+    return [
+        dict(zip(row_names, keys[answer] + values, strict=True))
+        for answer, values in zip(
+            columns["answer"], zip(*(columns[name] for name in names), strict=True), strict=True
+        )
+    ]
+
+
 @task(name="persist", task_run_name=_persist_name)
-def persist(
+async def persist(
     warehouse_root: str, table: str, rows: list[dict[str, Any]], parts: list[str]
 ) -> str | None:
     path = Warehouse(warehouse_root).append(table, rows, parts=parts)

@@ -16,7 +16,7 @@ from needlescope.providers.base import ChatRequest, Provider, Reply
 
 # Live provider clients of the running flow, by model name (set by flows.runtime).
 ACTIVE_PROVIDERS: dict[str, Provider] = {}
-# Prefect rate limits each model's requests take a slot of (set by the flow; see flows.rate_limits).
+# Prefect rate limits each model's requests take a slot of (set by the flow; see flows.limits).
 RATE_LIMITS: dict[str, list[str]] = {}
 # Requests sent per cell in this process: retries included, cache hits excluded.
 ATTEMPTS: Counter[str] = Counter()

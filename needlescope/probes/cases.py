@@ -31,7 +31,7 @@ from needlescope.cells import Cell, canonical_json, filler_identity, model_field
 from needlescope.config import CasesProbe, SweepConfig
 from needlescope.errors import ConfigError
 from needlescope.fillers import Filler
-from needlescope.haystack import Inserted, insert_needles
+from needlescope.haystack import Inserted, insert_needles, last_sentence_end
 from needlescope.probes.base import Grade, NeedleResult, Rendered
 from needlescope.probes.templates import PromptTemplate
 
@@ -425,8 +425,8 @@ def haystack(case: Case, depth: float, filler: Filler, filler_chars: int) -> Ins
     ``filler_chars``, usually inside a sentence, and a needle never follows a cut sentence.
     """
     text = filler.text(filler_chars)
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-    head = ends[-1] if ends else len(text)
+    end = last_sentence_end(text)  # the last _SENTENCE_END match, found from the tail
+    head = len(text) if end is None else end
     fractions = [d / 100 for d in needle_depths(depth, len(case.needles))]
     inserted = insert_needles(text[:head], [n.text for n in case.needles], fractions, "sentence")
     return Inserted(inserted.text + text[head:], inserted.offsets, inserted.spans)

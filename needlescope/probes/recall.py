@@ -6,13 +6,13 @@ import itertools
 import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
 from needlescope.fillers import Filler
-from needlescope.grading import ErrorAnalysis, analyze_errors, grade_recall
+from needlescope.grading import ErrorAnalysis, grade_recall_batch
 from needlescope.haystack import insert_needles, parse_regions, place_needles
 from needlescope.probes.base import Grade, NeedleResult, Rendered
 from needlescope.probes.templates import RECALL_TEMPLATES
@@ -103,27 +103,119 @@ def answer_budget(cell: Cell, max_tokens: int | None) -> int:
     return cell.needle_count * (digits + 8) + 32
 
 
-def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> Grade:
-    result = grade_recall(expected, response)
-    figures = result.figures()
-    base = {
-        "parse_ok": figures.pop("parse_ok"),
-        "parse_error": figures.pop("parse_error"),
-        "accuracy": figures.pop("accuracy"),
+@dataclass(frozen=True)
+class GradedReplies:
+    """A batch of graded replies: a :class:`Grade` per reply (figures only: its ``needles``
+    and ``tables`` stay empty), and the rows of the analysis tables (``needle_outcomes``,
+    ``hallucinations``, ``duplicates``) as columns, where ``answer`` is the reply's position
+    in the batch and the other columns are the table's own."""
+
+    grades: list[Grade]
+    tables: dict[str, dict[str, list[Any]]]
+
+
+def _json_value(value: object) -> str:
+    return str(value) if type(value) is int else json.dumps(value)
+
+
+def _json_indices(indices: tuple[int, ...]) -> str:
+    return f"[{indices[0]}]" if len(indices) == 1 else json.dumps(list(indices))
+
+
+def grade_batch(
+    expected: Sequence[Sequence[int]],
+    facts: Sequence[Mapping[str, Any]],
+    responses: Sequence[str],
+) -> GradedReplies:
+    """:func:`grade` for a batch of replies, in one pass (the sweep's grade task calls this)."""
+    batch = grade_recall_batch(expected, responses)
+    grades = [
+        Grade(
+            ok,
+            error,
+            accuracy,
+            answered,
+            {
+                "edit_distance": distance,
+                "correct": correct,
+                "missing": missing,
+                "extra": extra,
+                "wrong": wrong,
+            },
+        )
+        for ok, error, accuracy, distance, correct, missing, extra, wrong, answered in zip(
+            batch.parse_ok,
+            batch.parse_error,
+            batch.accuracy,
+            batch.edit_distance,
+            batch.correct,
+            batch.missing,
+            batch.extra,
+            batch.wrong,
+            batch.answered,
+            strict=True,
+        )
+    ]
+    needles, halls, dups = batch.needles, batch.hallucinations, batch.duplicates
+    values = needles.expected
+    if not set(map(type, values)) <= {int}:
+        values = [int(v) for v in values]
+    tables: dict[str, dict[str, list[Any]]] = {
+        "needle_outcomes": {
+            "answer": needles.answer,
+            "needle_index": needles.needle_index,
+            "expected": values,
+            "in_lcs": needles.in_lcs,
+            "outcome": needles.outcome,
+        },
+        "hallucinations": {
+            "answer": halls.answer,
+            "answer_index": halls.answer_index,
+            "value": [_json_value(v) for v in halls.value],
+            "key_from": halls.key_from,
+            "key_to": halls.key_to,
+        },
+        "duplicates": {
+            "answer": dups.answer,
+            "answer_index": dups.answer_index,
+            "value": [_json_value(v) for v in dups.value],
+            "needle_indices": [_json_indices(n) for n in dups.needle_indices],
+        },
     }
+    return GradedReplies(grades, tables)
+
+
+def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> Grade:
+    """One reply: its per-needle results in ``needles``, hallucinations and duplicates in
+    ``tables`` (the same figures and rows :func:`grade_batch` gives)."""
+    graded = grade_batch([expected], [facts], [response])
+    result = graded.grades[0]
     if result.answered is None:
-        return Grade(**base, figures=figures)
-    analysis = analyze_errors(expected, result.answered)
-    return Grade(
-        **base,
-        answered=list(result.answered),
-        figures=figures,
+        return result
+    tables = graded.tables
+    needles = tables["needle_outcomes"]
+    return replace(
+        result,
         needles=tuple(
-            NeedleResult(o.needle_index, int(o.expected), o.in_lcs, o.outcome)
-            for o in analysis.needles
+            NeedleResult(*row)
+            for row in zip(
+                needles["needle_index"],
+                needles["expected"],
+                needles["in_lcs"],
+                needles["outcome"],
+                strict=True,
+            )
         ),
-        tables=error_tables(analysis),
+        tables={
+            table: tuple(_column_rows(tables[table])) for table in ("hallucinations", "duplicates")
+        },
     )
+
+
+def _column_rows(columns: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    names = [name for name in columns if name != "answer"]
+    rows = zip(*(columns[n] for n in names), strict=True)
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 def error_tables(analysis: ErrorAnalysis) -> dict[str, tuple[dict[str, Any], ...]]:

@@ -19,6 +19,9 @@ _BUILTIN = {
     "gemini": "needlescope.providers.gemini",
 }
 _FACTORIES: dict[str, Callable[..., Provider]] = {}
+# Kinds whose servers reuse the computed prefix of an earlier prompt: llama.cpp's prompt cache,
+# OpenAI's and Gemini's automatic prompt caching. Anthropic caches only marked blocks.
+CACHES_PREFIXES = frozenset({"local", "openai", "gemini"})
 
 
 def register(kind: str) -> Callable[[F], F]:

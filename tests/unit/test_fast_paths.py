@@ -112,3 +112,44 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
     assert all(parts)  # a hash split: every shard gets cells
     chosen = {cells[0].cell_id, cells[5].cell_id}
     assert {c.cell_id for c in select_cells(cells, chosen, None, 1)} == chosen
+
+
+def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
+    from needlescope.cells import expand_grid, order_cells
+    from needlescope.config import parse_config
+    from needlescope.flows.sweep import uses_prefix_order
+
+    cases = str(Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml")
+    config = parse_config(
+        {
+            "name": "order",
+            "models": [
+                {"name": "local", "provider": "local"},
+                {"name": "claude", "provider": "anthropic", "model": "c"},
+            ],
+            "probes": [
+                {
+                    "probe": "cases",
+                    "cases_file": cases,
+                    "lengths": [500, 1000],
+                    "depth_count": 4,
+                    "fillers": ["prose-en", "pattern"],
+                },
+            ],
+        }
+    )
+    cells = [c for c in expand_grid(config) if c.model == "local"]
+    ordered = order_cells(cells, "prefix")
+    assert sorted(c.cell_id for c in ordered) == sorted(c.cell_id for c in cells)
+    # One filler's cells together, the needle's absolute position never rising within it.
+    fillers = [c.filler for c in ordered]
+    assert fillers == sorted(fillers, key=fillers.index)
+    for filler in set(fillers):
+        positions = [c.depth * c.length for c in ordered if c.filler == filler]  # type: ignore[operator]
+        assert positions == sorted(positions, reverse=True)
+    shuffled = order_cells(cells, "shuffled", seed=3)
+    assert shuffled == order_cells(cells, "shuffled", seed=3) != cells
+    assert order_cells(cells, "grid") == cells
+    assert uses_prefix_order(config, "local") and not uses_prefix_order(config, "claude")
+    forced = config.model_copy(update={"cell_order": "grid"})
+    assert not uses_prefix_order(forced, "local")

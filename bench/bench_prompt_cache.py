@@ -1,0 +1,97 @@
+"""Prompt-cache-aware order on the local model (llama.cpp reuses its prompt cache).
+
+A cases sweep: one haystack per length, the case's needles at several depths, so prompts
+share the haystack's text up to their first needle. Wall time of the same sweep with cells
+sent in prefix order (needlescope's default for prefix-caching providers) vs shuffled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LENGTHS = [1024, 2048]
+DEPTHS = 6
+
+
+def config_text(order: str) -> str:
+    return f"""
+name: cache-{order}
+seed: 11
+cell_order: {order}
+models:
+  - name: smollm2-135m
+    provider: local
+    concurrency: 1
+    generation: {{temperature: 0.0, max_tokens: 8}}
+probes:
+  - probe: cases
+    cases_file: {REPO / "configs" / "cases" / "en.yaml"}
+    cases: [plum_cake_secrets]
+    lengths: {LENGTHS}
+    length_unit: tokens
+    depth_count: {DEPTHS}
+    fillers: [prose-en]
+    answer_buffer: 16
+"""
+
+
+def sweep_seconds(order: str, work: Path) -> tuple[float, int, int]:
+    from needlescope.cli import _state_summary
+    from needlescope.flows.sweep import sweep
+    from needlescope.warehouse.store import Warehouse
+
+    path = work / f"{order}.yaml"
+    path.write_text(config_text(order))
+    warehouse = work / f"wh-{order}"
+    started = time.perf_counter()
+    state = asyncio.run(sweep(str(path), epoch=order, warehouse=str(warehouse), return_state=True))
+    elapsed = time.perf_counter() - started
+    summary = _state_summary(state)
+    assert summary is not None and summary["cells_failed"] == 0, state
+    con = Warehouse(warehouse).connect()
+    prompt_tokens = con.execute("SELECT sum(prompt_tokens) FROM answers").fetchone()
+    con.close()
+    return elapsed, int(summary["cells_graded"]), int(prompt_tokens[0] if prompt_tokens else 0)
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="ns-bench-cache-"))
+    os.environ.update(
+        PREFECT_HOME=str(work / "prefect"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_LOGGING_LEVEL="WARNING",
+    )
+    (work / "prefect").mkdir()
+    from needlescope.flows.local_server import running_prefect_server
+    from tests.support.prefect_server import free_port
+
+    with running_prefect_server(
+        free_port(), ui=False, log_path=work / "server.log", log=lambda _: None
+    ) as api:
+        os.environ["PREFECT_API_URL"] = api
+        logging.getLogger("prefect").setLevel(logging.WARNING)
+        shuffled_s, cells, tokens = sweep_seconds("shuffled", work)
+        prefix_s, prefix_cells, _ = sweep_seconds("prefix", work)
+    assert cells == prefix_cells
+    print(
+        f"cases sweep on SmolLM2-135M (llama.cpp, 1 slot): {cells} cells, lengths {LENGTHS} "
+        f"tokens × {DEPTHS} depths, {tokens:,} prompt tokens"
+    )
+    print(
+        f"shuffled {shuffled_s:.1f} s, prefix order {prefix_s:.1f} s: "
+        f"{shuffled_s / prefix_s:.2f}× faster (target ≥ 1.5×)"
+    )
+
+
+if __name__ == "__main__":
+    main()
