@@ -1,4 +1,4 @@
-"""A rich progress bar for `needlescope run`: cells done and failed."""
+"""A rich progress bar for `needlescope run`: cells done, failed, and tokens used."""
 
 from __future__ import annotations
 
@@ -20,13 +20,14 @@ class RichProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("[red]{task.fields[failed]} failed"),
+            TextColumn("{task.fields[tokens]:,} tokens"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
             transient=False,
         )
-        self.task = self.progress.add_task("cells", total=0, failed=0)
-        self.failed = 0
+        self.task = self.progress.add_task("cells", total=0, failed=0, tokens=0)
+        self.failed = self.tokens = 0
 
     def start(self, total: int, skipped: int) -> None:
         if skipped:
@@ -34,9 +35,12 @@ class RichProgress:
         self.progress.update(self.task, total=total)
         self.progress.start()
 
-    def advance(self, graded: int, failed: int) -> None:
+    def advance(self, graded: int, failed: int, tokens: int = 0) -> None:
         self.failed += failed
-        self.progress.update(self.task, advance=graded + failed, failed=self.failed)
+        self.tokens += tokens
+        self.progress.update(
+            self.task, advance=graded + failed, failed=self.failed, tokens=self.tokens
+        )
 
     def finish(self) -> None:
         self.progress.stop()

@@ -9,7 +9,7 @@ from typing import Protocol
 class ProgressSink(Protocol):
     def start(self, total: int, skipped: int) -> None: ...
 
-    def advance(self, graded: int, failed: int) -> None: ...
+    def advance(self, graded: int, failed: int, tokens: int = 0) -> None: ...
 
     def finish(self) -> None: ...
 
@@ -17,18 +17,25 @@ class ProgressSink(Protocol):
 class LogProgress:
     def __init__(self, logger: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
         self.logger = logger
-        self.total = self.done = self.failed = 0
+        self.total = self.done = self.failed = self.tokens = 0
         self._next_report = 0.0
 
     def start(self, total: int, skipped: int) -> None:
         self.total = total
         self.logger.info("%d cells to query (%d already graded in this epoch)", total, skipped)
 
-    def advance(self, graded: int, failed: int) -> None:
+    def advance(self, graded: int, failed: int, tokens: int = 0) -> None:
         self.done += graded + failed
         self.failed += failed
+        self.tokens += tokens
         if self.total and self.done / self.total >= self._next_report:
-            self.logger.info("%d/%d cells done, %d failed", self.done, self.total, self.failed)
+            self.logger.info(
+                "%d/%d cells done, %d failed, %d tokens used",
+                self.done,
+                self.total,
+                self.failed,
+                self.tokens,
+            )
             self._next_report = self.done / self.total + 0.1
 
     def finish(self) -> None:

@@ -235,7 +235,12 @@ class ModelSweep:
         failed = sum(1 for row in rows if row.get("error_kind"))
         self.failed += failed
         self.graded += len(rows) - failed
-        self.progress.advance(len(rows) - failed, failed)
+        tokens = sum(
+            (o.prompt_tokens or 0) + (o.completion_tokens or 0)
+            for o in outcomes
+            if isinstance(o, Reply)
+        )
+        self.progress.advance(len(rows) - failed, failed, tokens)
 
 
 def _run_row(
@@ -253,6 +258,39 @@ def _run_row(
         "flow_run_id": str(flow_run.id) if flow_run.id else None,
         **counts,
     }
+
+
+def epoch_drift(
+    store: Warehouse, epoch: str, seed: int, logger: Any
+) -> list[dict[str, Any]] | None:
+    """Each model's recall accuracy against its previous epoch on the same cells; a change
+    whose paired bootstrap 95% interval excludes zero is flagged. Never fails the sweep."""
+    from needlescope.warehouse.significance import drift_summary
+
+    try:
+        con = store.connect()
+        try:
+            drift = drift_summary(con, epoch, seed)
+        finally:
+            con.close()
+    except Exception as exc:  # the answers are stored; a failed comparison only loses a note
+        logger.warning("drift against the previous epoch not computed: %s", exc)
+        return None
+    for entry in drift:
+        if entry["drift"]:
+            logger.warning(
+                "drift: %s mean accuracy %.1f -> %.1f (%+.1f, 95%% interval %+.1f to %+.1f) "
+                "against epoch %s on %d paired answers",
+                entry["model"],
+                entry["mean_previous"],
+                entry["mean_now"],
+                entry["diff"],
+                entry["lo"],
+                entry["hi"],
+                entry["previous"],
+                entry["n_pairs"],
+            )
+    return drift
 
 
 def uses_prefix_order(config: SweepConfig, model: str) -> bool:
@@ -413,6 +451,7 @@ async def run_sweep(
     )
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
+    summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
     message = json.dumps(summary)
