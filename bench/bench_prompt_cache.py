@@ -80,8 +80,8 @@ def main() -> None:
     ) as api:
         os.environ["PREFECT_API_URL"] = api
         logging.getLogger("prefect").setLevel(logging.WARNING)
-        shuffled_s, cells, tokens = sweep_seconds("shuffled", work)
         prefix_s, prefix_cells, _ = sweep_seconds("prefix", work)
+        shuffled_s, cells, tokens = sweep_seconds("shuffled", work)
     assert cells == prefix_cells
     print(
         f"cases sweep on SmolLM2-135M (llama.cpp, 1 slot): {cells} cells, lengths {LENGTHS} "

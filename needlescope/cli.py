@@ -212,10 +212,10 @@ def _state_error(state: Any) -> str:
     return getattr(state, "message", None) or "the sweep failed"
 
 
-def _write_report(root: Path, out: Path) -> None:
+def _write_report(root: Path, out: Path, **options: Any) -> None:
     from needlescope.warehouse.report import write_report
 
-    path = write_report(root, out)
+    path = write_report(root, out, **options)
     console.print(f"report: {path}")
 
 
@@ -405,12 +405,34 @@ def sql(
 def report(
     warehouse: WarehouseOption = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("reports"),
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            min=0.0,
+            max=100.0,
+            help="Accuracy (%) for the effective context length: the longest length at which "
+            "mean accuracy is at least this, there and at every shorter length tested.",
+        ),
+    ] = 85.0,
+    unstable_spread: Annotated[
+        float | None,
+        typer.Option(
+            "--unstable-spread",
+            min=0.0,
+            help="Accuracy points: a cell config whose parsed answers (over repeats and "
+            "epochs) span more than this is flagged and listed as unstable (default 30).",
+        ),
+    ] = None,
 ) -> None:
     """Write the offline HTML report with its charts (PNG + SVG)."""
     from needlescope.warehouse.store import default_root
 
+    options: dict[str, Any] = {"effective_threshold": threshold}
+    if unstable_spread is not None:
+        options |= {"unstable_range": unstable_spread, "unstable_spread": unstable_spread}
     try:
-        _write_report(warehouse or default_root(), out)
+        _write_report(warehouse or default_root(), out, **options)
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 

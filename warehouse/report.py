@@ -22,7 +22,7 @@ import polars as pl
 import vl_convert as vlc
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse import charts, stats, tables
+from needlescope.warehouse import charts, charts_render, report_extras, stats, tables
 from needlescope.warehouse.probe_figures import probe_figures
 from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
@@ -55,7 +55,12 @@ const specs = {specs};
 const drawn = Object.entries(specs).map(([id, spec]) => {{
   const el = document.getElementById(id);
   return vegaEmbed(el, spec, {{renderer: 'svg', actions: false}})
-    .then(() => {{ el.dataset.rendered = 'ok'; }})
+    .then((result) => {{
+      el.dataset.rendered = 'ok';
+      // the drill-down listens to this to wire clicks on the heatmaps (drilldown.py)
+      document.dispatchEvent(new CustomEvent('needlescope:chart-drawn',
+        {{detail: {{id: id, view: result.view}}}}));
+    }})
     .catch((err) => {{
       el.dataset.rendered = 'error';
       el.textContent = 'This chart failed to draw: ' + err;
@@ -150,15 +155,14 @@ def vega_bundle() -> str:
 
 
 def chart_spec(chart: charts.Chart) -> dict[str, Any]:
-    return dict(chart.to_dict())
+    # Not validated against the Vega-Lite schema here: that walks every inlined data row
+    # (seconds for a heatmap of 1M answers); the chart builders' tests validate their specs.
+    return dict(chart.to_dict(validate=False))
 
 
 def save_spec(spec: dict[str, Any], stem: Path) -> None:
-    """Write ``stem``.svg and ``stem``.png (2x) of a Vega-Lite spec, rendered once."""
-    static = {**spec, "config": {**spec.get("config", {}), "aria": False}}  # smaller, faster
-    svg = vlc.vegalite_to_svg(static, vl_version=_vl_version())
-    stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
-    stem.with_suffix(".png").write_bytes(vlc.svg_to_png(svg, scale=2))
+    """Write ``stem``.svg and ``stem``.png (2x, or 1x for a huge chart), rendered once."""
+    charts_render.save_spec(spec, stem, _vl_version())
 
 
 def save_chart(chart: charts.Chart, stem: Path) -> None:
@@ -177,13 +181,35 @@ def _connect(root: Path) -> duckdb.DuckDBPyConnection:
     return store.connect()
 
 
+# The columns of `results` the report's statistics read, kept in a temporary table: the
+# report reads `results` once (one consistent snapshot) instead of once per statistic.
+REPORT_RESULTS = "report_results"
+_REPORT_COLUMNS = (
+    "run_id",
+    "epoch",
+    "cell_id",
+    *stats.AXES,
+    "repeat",
+    "error_kind",
+    "parse_ok",
+    "accuracy",
+    "latency_s",
+)
+
+
+def _snapshot(con: duckdb.DuckDBPyConnection) -> str:
+    columns = ", ".join(f'"{c}"' for c in dict.fromkeys(_REPORT_COLUMNS))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {REPORT_RESULTS} AS SELECT {columns} FROM results")
+    return REPORT_RESULTS
+
+
 def _load(
-    con: duckdb.DuckDBPyConnection, unstable_range: float
+    con: duckdb.DuckDBPyConnection, unstable_range: float, source: str = "results"
 ) -> tuple[pl.DataFrame, list[ProbeData]]:
-    table = stats.recall_stats(con, unstable_range)
-    needles = stats.needle_rates(con)
-    invented = stats.hallucination_rates(con)
-    pooled = "(SELECT * FROM results WHERE probe = $probe)"
+    table = stats.recall_stats(con, unstable_range, source=source)
+    needles = stats.needle_rates(con, source=source)
+    invented = stats.hallucination_rates(con, source=source)
+    pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
     probes = []
     for probe in table["probe"].unique(maintain_order=True).to_list():
         rows = table.filter(pl.col("probe") == probe)
@@ -442,7 +468,9 @@ def _overview(data: ProbeData) -> str:
     )
 
 
-def _probe_section(data: ProbeData, names: Sequence[str], unstable_range: float) -> str:
+def _probe_section(
+    data: ProbeData, names: Sequence[str], unstable_range: float, extra: str = ""
+) -> str:
     probe = html.escape(data.probe)
     models = data.stats["model"].unique(maintain_order=True).to_list()
     unstable_per_model = data.stats.group_by("model").agg(
@@ -467,6 +495,7 @@ def _probe_section(data: ProbeData, names: Sequence[str], unstable_range: float)
         "<h3>Models</h3>",
         "<p class='muted'>all lengths pooled; accuracy (%) over the parsed answers</p>",
         _table(model_table),
+        extra,  # report_extras: accuracy with intervals, the drill-down hint
         "<h3>Charts</h3>",
         *(_figure(name) for name in names),
     ]
@@ -493,21 +522,51 @@ def _probe_section(data: ProbeData, names: Sequence[str], unstable_range: float)
 # ------------------------------------------------------------------------------- report
 
 
-def write_report(root: Path, out: Path, *, unstable_range: float = stats.UNSTABLE_RANGE) -> Path:
-    """Write report.html, a PNG + SVG per chart, stats.csv and stats.xlsx into ``out``."""
+def write_report(
+    root: Path,
+    out: Path,
+    *,
+    unstable_range: float = stats.UNSTABLE_RANGE,
+    effective_threshold: float = report_extras.DEFAULT_THRESHOLD,
+    unstable_spread: float | None = None,
+) -> Path:
+    """Write report.html, a PNG + SVG per chart, stats.csv and stats.xlsx into ``out``.
+
+    ``effective_threshold``: the accuracy (%) the effective context length keeps;
+    ``unstable_spread``: the accuracy spread that lists a cell config as unstable
+    (default ``unstable_range``).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    vl = _vl_version()
+    with ThreadPoolExecutor(max_workers=1) as pool, charts_render.renderers() as draw:
         bundle = pool.submit(vega_bundle)  # the slowest step: overlap it with the queries
+        # The renderers start their Vega runtimes while the queries run.
+        warming = [draw.submit(charts_render.warm_up, vl) for _ in range(2)]
         con = _connect(Path(root))
         try:
-            table, probes = _load(con, unstable_range)
+            source = _snapshot(con)
+            table, probes = _load(con, unstable_range, source)
             runs = stats.run_overview(con)
-            errors = stats.error_counts(con)
+            errors = stats.error_counts(con, source=source)
             own = {data.probe: probe_figures(con, data.probe) for data in probes}
+            extras = report_extras.collect(
+                con,
+                probes,
+                own,
+                variant_axes=VARIANT_AXES,
+                source=source,
+                effective_threshold=effective_threshold,
+                unstable_spread=unstable_range if unstable_spread is None else unstable_spread,
+                root=Path(root),  # its slow part runs beside the charts, on its own connection
+            )
         finally:
             con.close()
+        # The tables first: openpyxl is pure Python and would crawl beside the renders.
+        tables.write_csv(table, out / "stats.csv")
+        tables.write_excel(table, out / "stats.xlsx")
         specs: dict[str, dict[str, Any]] = {}
+        saved: list[Future[None]] = []  # each chart is drawn while the next is built
         sections: list[tuple[str, str, str]] = []  # anchor, title, html
         for data in probes:
             names = []
@@ -521,22 +580,20 @@ def write_report(root: Path, out: Path, *, unstable_range: float = stats.UNSTABL
                 prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
                 name = prefix + figure.name
                 specs[name] = chart_spec(figure.chart)
+                saved.append(draw.submit(charts_render.save_spec, specs[name], out / name, vl))
                 names.append(name)
             sections.append(
                 (
                     _anchor("probe", data.probe),
                     f"Probe: {data.probe}",
-                    _probe_section(data, names, unstable_range),
+                    _probe_section(
+                        data, names, unstable_range, extras.probe_html.get(data.probe, "")
+                    ),
                 )
             )
-        saved: list[Future[None]] = [
-            pool.submit(save_spec, spec, out / name) for name, spec in specs.items()
-        ]
-        tables.write_csv(table, out / "stats.csv")
-        tables.write_excel(table, out / "stats.xlsx")
-        for job in saved:
+        page = _page(root, sections, errors, runs, specs, bundle.result(), extras)
+        for job in [*warming, *saved]:
             job.result()
-        page = _page(root, sections, errors, runs, specs, bundle.result())
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
@@ -549,14 +606,18 @@ def _page(
     runs: pl.DataFrame,
     specs: dict[str, dict[str, Any]],
     bundle: str,
+    extras: report_extras.Extras | None = None,
 ) -> str:
+    extras = extras or report_extras.Extras()
     nav = ["<nav>"]
     nav += [f"<a href='#{anchor}'>{html.escape(title)}</a>" for anchor, title, _ in sections]
+    nav += [f"<a href='#{a}'>{html.escape(title)}</a>" for a, title, _ in extras.sections]
     nav += ["<a href='#runs'>Runs</a>", "<a href='#files'>Files</a>", "</nav>"]
     body = [*nav]
     body += [section for _, _, section in sections] or [
         "<h2>Recall</h2><p>No answers in the warehouse yet.</p>"
     ]
+    body += [section for _, _, section in extras.sections]
     if errors.height:
         body += ["<h2>Failed cells by error kind</h2>", _table(errors)]
     body += ["<section id='runs'><h2>Runs</h2>"]
@@ -567,6 +628,7 @@ def _page(
         "(the statistics table, one sheet per model; also the <code>recall_stats</code> "
         "view), and every chart as PNG and SVG.</p></section>"
     ]
+    body.append(extras.tail)  # styles, data and scripts of report_extras
     return PAGE.format(
         bundle=bundle,
         warehouse=html.escape(str(Path(root).resolve())),

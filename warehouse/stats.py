@@ -7,7 +7,7 @@ or chart needs. Parse failures count as answers but are excluded from the accura
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import duckdb
 import polars as pl
@@ -102,6 +102,40 @@ FROM with_interval
 """
 
 
+def needle_counts_sql(
+    axes: Sequence[str], counts: Mapping[str, str], source: str = "results"
+) -> str:
+    """``counts`` (name: aggregate over needle rows) per ``axes`` × needle index, over the
+    needle outcomes of the results in ``source`` — the same figures as grouping the
+    ``needle_outcomes`` view, computed the way 40 million needle rows allow.
+
+    The results' configs (their ``axes`` values) are numbered first, so the join with the
+    needle rows carries one integer per row and the grouping is by (config, needle index) only:
+    a small hash table instead of one keyed by every axis. ``axes`` are the result's own values
+    (model and probe from the answer, the rest from its cell), as in ``needle_outcomes``.
+    """
+    cols = _quoted(axes)
+    same = " AND ".join(f'k."{a}" IS NOT DISTINCT FROM g."{a}"' for a in axes)
+    figures = ",\n           ".join(f"{expr} AS {name}" for name, expr in counts.items())
+    return f"""
+WITH keys AS MATERIALIZED (
+    SELECT run_id, epoch, cell_id, {cols} FROM {source}
+), configs AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS config_id FROM (SELECT DISTINCT {cols} FROM keys)
+), keyed AS (
+    SELECT k.run_id, k.epoch, k.cell_id, g.config_id FROM keys k JOIN configs g ON {same}
+), counted AS (
+    SELECT k.config_id, o.needle_index,
+           {figures}
+    FROM raw_needle_outcomes o
+    JOIN keyed k ON k.run_id = o.run_id AND k.epoch = o.epoch AND k.cell_id = o.cell_id
+    GROUP BY k.config_id, o.needle_index
+)
+SELECT {", ".join(f'g."{a}"' for a in axes)}, c.* EXCLUDE (config_id)
+FROM counted c JOIN configs g USING (config_id)
+"""
+
+
 RECALL_STATS_VIEW = f"""
 -- Per recall cell config (model × length × needle count × filler × prompt × placement ×
 -- region): counts, accuracy figures over parsed answers, the spread of its repeats and
@@ -116,11 +150,18 @@ def _order(axes: Sequence[str]) -> str:
 
 
 def recall_stats(
-    con: duckdb.DuckDBPyConnection, unstable_range: float = UNSTABLE_RANGE
+    con: duckdb.DuckDBPyConnection,
+    unstable_range: float = UNSTABLE_RANGE,
+    *,
+    source: str = "results",
 ) -> pl.DataFrame:
-    """The statistics table: one row per cell config, with the spread of its repeats."""
+    """The statistics table: one row per cell config, with the spread of its repeats.
+
+    ``source``: the ``results`` view, or a table holding (some of) its rows and columns.
+    """
     con.execute(f"SET VARIABLE {UNSTABLE_VARIABLE} = {float(unstable_range)!r}")
-    return con.sql(f"SELECT * FROM recall_stats ORDER BY {_order(AXES)}").pl()
+    query = "SELECT * FROM recall_stats" if source == "results" else summary_sql(AXES, source)
+    return con.sql(f"{query} ORDER BY {_order(AXES)}").pl()
 
 
 def accuracy_summary(con: duckdb.DuckDBPyConnection, axes: Sequence[str]) -> pl.DataFrame:
@@ -133,28 +174,32 @@ def accuracy_by_length(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return accuracy_summary(con, AXES)
 
 
-def needle_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def needle_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
     """Per needle index of every cell config: shares (0-100) of the parsed answers that
     recalled it in order (the seed's position accuracy), missed it, or misordered it."""
-    cols = _quoted(AXES)
+    counts = needle_counts_sql(
+        AXES,
+        {
+            "parsed_answers": "count(*)",
+            "in_order": "count(*) FILTER (WHERE o.in_lcs)",
+            "missing": "count(*) FILTER (WHERE o.outcome = 'missing')",
+            "misorder": "count(*) FILTER (WHERE o.outcome = 'misorder')",
+        },
+        source,
+    )
     return con.sql(
         f"""
-        SELECT {cols}, needle_index,
-               count(*) AS parsed_answers,
-               count(*) FILTER (WHERE in_lcs) AS in_order,
-               count(*) FILTER (WHERE outcome = 'missing') AS missing,
-               count(*) FILTER (WHERE outcome = 'misorder') AS misorder,
-               100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS position_accuracy,
-               100.0 * count(*) FILTER (WHERE outcome = 'missing') / count(*) AS missing_rate,
-               100.0 * count(*) FILTER (WHERE outcome = 'misorder') / count(*) AS misorder_rate
-        FROM needle_outcomes
-        GROUP BY {cols}, needle_index
+        SELECT *,
+               100.0 * in_order / parsed_answers AS position_accuracy,
+               100.0 * missing / parsed_answers AS missing_rate,
+               100.0 * misorder / parsed_answers AS misorder_rate
+        FROM ({counts})
         ORDER BY {_order(AXES)}, needle_index
         """
     ).pl()
 
 
-def hallucination_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
     """Hallucinated values per parsed answer, by the anchor interval they sit in.
 
     Every interval seen in a config is listed at every length of that config with parsed
@@ -168,13 +213,14 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         f"""
         WITH parsed AS (
             SELECT {cols}, count(*) AS parsed_answers
-            FROM results WHERE error_kind IS NULL AND parse_ok
+            FROM {source} WHERE error_kind IS NULL AND parse_ok
             GROUP BY {cols}
         ), found AS (
+            -- the hallucinations view's rows (those of the answers in results), by config
             SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
                    count(*) AS hallucinations
-            FROM hallucinations h
-            JOIN results r ON r.run_id = h.run_id AND r.epoch = h.epoch
+            FROM raw_hallucinations h
+            JOIN {source} r ON r.run_id = h.run_id AND r.epoch = h.epoch
                 AND r.cell_id = h.cell_id
             GROUP BY ALL
         ), intervals AS (
@@ -205,10 +251,12 @@ def run_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     ).pl()
 
 
-def error_counts(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+def error_counts(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
+    """Failed cells (those of ``failed_cells``) per model and error kind."""
     return con.sql(
-        """
+        f"""
         SELECT model, error_kind, count(*) AS cells
-        FROM failed_cells GROUP BY ALL ORDER BY cells DESC, model, error_kind
+        FROM {source} WHERE error_kind IS NOT NULL
+        GROUP BY ALL ORDER BY cells DESC, model, error_kind
         """
     ).pl()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from copy import copy
 from pathlib import Path
 
 import polars as pl
 from openpyxl import Workbook
 from openpyxl.styles import Font, PatternFill
+from openpyxl.styles.cell_style import StyleArray
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -81,16 +83,27 @@ def _write_sheet(sheet: Worksheet, frame: pl.DataFrame) -> None:
         cell.font = Font(bold=True)
     sheet.freeze_panes = "A2"
     unstable = frame.columns.index("unstable") if "unstable" in frame.columns else None
-    for row in frame.iter_rows():
+    formats = [_number_format(column) for column in frame.columns]
+    # Setting a style through openpyxl hashes the style object each time (seconds for a few
+    # thousand cells): style the first cell of each (column, shaded) kind, copy its style array.
+    styles: dict[tuple[int, bool], StyleArray] = {}
+    for row_index, row in enumerate(frame.iter_rows(), start=2):
         sheet.append(list(row))
-        if unstable is not None and row[unstable]:
-            for cell in sheet[sheet.max_row]:
+        shaded = unstable is not None and bool(row[unstable])
+        for column_index, number_format in enumerate(formats, start=1):
+            if number_format is None and not shaded:
+                continue
+            cell = sheet.cell(row=row_index, column=column_index)
+            kind = (column_index, shaded)
+            if kind in styles:
+                cell._style = copy(styles[kind])
+                continue
+            if number_format:
+                cell.number_format = number_format
+            if shaded:
                 cell.fill = _UNSTABLE_FILL
+            styles[kind] = copy(cell._style)
     for index, column in enumerate(frame.columns, start=1):
         letter = get_column_letter(index)
-        number_format = _number_format(column)
-        if number_format:
-            for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
-                cell.number_format = number_format
         sheet.column_dimensions[letter].width = _width(column, frame[column].head(200).to_list())
     sheet.auto_filter.ref = sheet.dimensions

@@ -1,6 +1,10 @@
 -- The warehouse's contract: analysis, charts and users read these views, never file paths.
 -- {parquet} is replaced by the absolute path of the warehouse's parquet/ folder.
 
+-- Binding a view reads the footer of every file its glob matches, and views build on views:
+-- keep the footers in memory (files are immutable: written once under a new name).
+SET parquet_metadata_cache = true;
+
 CREATE OR REPLACE VIEW raw_runs AS
 SELECT * FROM read_parquet('{parquet}/runs/**/*.parquet', union_by_name = true);
 
@@ -28,8 +32,18 @@ CREATE OR REPLACE VIEW answers AS
 SELECT * EXCLUDE (schema_version)
 FROM read_parquet('{parquet}/answers/**/*.parquet', union_by_name = true);
 
--- One row per (epoch, cell): its graded answer, or else its latest failure.
+-- One row per (epoch, cell): its graded answer, or else its latest failure. The attempt is
+-- picked before the join with cells (every attempt of a cell joins the same cells row), so the
+-- window sorts answer columns only. A cell id fixes its probe and model: partitioning by them
+-- as well picks the same rows and lets a filter on them (WHERE probe = 'goto') reach the files.
 CREATE OR REPLACE VIEW results AS
+WITH picked AS (
+    SELECT * FROM answers
+    QUALIFY row_number() OVER (
+        PARTITION BY epoch, cell_id, probe, model
+        ORDER BY (error_kind IS NULL) DESC, answered_at DESC
+    ) = 1
+)
 SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c.placement,
        c.region, c.prompt_version, c.seed, c.length, c.length_unit, c.haystack_length,
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
@@ -42,11 +56,7 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)
             > coalesce(getvariable('length_tolerance'), 0.02) * c.planned_tokens) AS length_off
-FROM answers a JOIN cells c USING (cell_id)
-QUALIFY row_number() OVER (
-    PARTITION BY a.epoch, a.cell_id
-    ORDER BY (a.error_kind IS NULL) DESC, a.answered_at DESC
-) = 1;
+FROM picked a JOIN cells c USING (cell_id);
 
 CREATE OR REPLACE VIEW failed_cells AS
 SELECT * FROM results WHERE error_kind IS NOT NULL;
@@ -68,31 +78,73 @@ SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
 FROM results
 GROUP BY ALL;
 
+-- The per-needle tables as written (one row per needle, invented value or extra copy of every
+-- parsed answer, attempts that results did not pick included): the views below keep only the
+-- rows of the answers in `results`.
+CREATE OR REPLACE VIEW raw_needle_outcomes AS
+SELECT * FROM read_parquet('{parquet}/needle_outcomes/**/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW raw_hallucinations AS
+SELECT * FROM read_parquet('{parquet}/hallucinations/**/*.parquet', union_by_name = true);
+
+CREATE OR REPLACE VIEW raw_duplicates AS
+SELECT * FROM read_parquet('{parquet}/duplicates/**/*.parquet', union_by_name = true);
+
 -- Per-needle error analysis of the answers in `results` (parsed recall answers only).
 CREATE OR REPLACE VIEW needle_outcomes AS
 SELECT o.run_id, o.epoch, o.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
        r.filler, r.prompt_version, r.placement, r.region, r."repeat", o.needle_index,
        o.expected, o.in_lcs, o.outcome
-FROM read_parquet('{parquet}/needle_outcomes/**/*.parquet', union_by_name = true) o
+FROM raw_needle_outcomes o
 JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id;
 
 CREATE OR REPLACE VIEW hallucinations AS
 SELECT h.run_id, h.epoch, h.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
        r.filler, r.prompt_version, h.answer_index, h.value, h.key_from, h.key_to
-FROM read_parquet('{parquet}/hallucinations/**/*.parquet', union_by_name = true) h
+FROM raw_hallucinations h
 JOIN results r ON r.run_id = h.run_id AND r.epoch = h.epoch AND r.cell_id = h.cell_id;
 
 CREATE OR REPLACE VIEW duplicates AS
 SELECT d.run_id, d.epoch, d.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
        r.filler, r.prompt_version, d.answer_index, d.value, d.needle_indices
-FROM read_parquet('{parquet}/duplicates/**/*.parquet', union_by_name = true) d
+FROM raw_duplicates d
 JOIN results r ON r.run_id = d.run_id AND r.epoch = d.epoch AND r.cell_id = d.cell_id;
 
--- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it.
+-- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it
+-- (needle_outcomes grouped by model, probe, length, length_unit, needle_count, filler,
+-- prompt_version and needle_index). Computed as stats.needle_counts_sql does, for 40 million
+-- needle rows: the configs of the results are numbered first, so the join with the needle rows
+-- carries one integer and the grouping is by (config, needle index), a small hash table.
 CREATE OR REPLACE VIEW position_accuracy AS
-SELECT model, probe, length, length_unit, needle_count, filler, prompt_version, needle_index,
-       count(*) FILTER (WHERE in_lcs) AS frequency,
-       count(*) AS total_records,
-       100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS probability
-FROM needle_outcomes
-GROUP BY ALL;
+WITH keys AS MATERIALIZED (
+    SELECT run_id, epoch, cell_id, model, probe, length, length_unit, needle_count, filler,
+           prompt_version
+    FROM results
+), configs AS MATERIALIZED (
+    SELECT *, row_number() OVER () AS config_id
+    FROM (
+        SELECT DISTINCT model, probe, length, length_unit, needle_count, filler, prompt_version
+        FROM keys
+    )
+), keyed AS (
+    SELECT k.run_id, k.epoch, k.cell_id, g.config_id
+    FROM keys k
+    JOIN configs g
+      ON k.model IS NOT DISTINCT FROM g.model AND k.probe IS NOT DISTINCT FROM g.probe
+     AND k.length IS NOT DISTINCT FROM g.length
+     AND k.length_unit IS NOT DISTINCT FROM g.length_unit
+     AND k.needle_count IS NOT DISTINCT FROM g.needle_count
+     AND k.filler IS NOT DISTINCT FROM g.filler
+     AND k.prompt_version IS NOT DISTINCT FROM g.prompt_version
+), counted AS (
+    SELECT k.config_id, o.needle_index,
+           count(*) FILTER (WHERE o.in_lcs) AS frequency,
+           count(*) AS total_records
+    FROM raw_needle_outcomes o
+    JOIN keyed k ON k.run_id = o.run_id AND k.epoch = o.epoch AND k.cell_id = o.cell_id
+    GROUP BY k.config_id, o.needle_index
+)
+SELECT g.model, g.probe, g.length, g.length_unit, g.needle_count, g.filler, g.prompt_version,
+       c.needle_index, c.frequency, c.total_records,
+       100.0 * c.frequency / c.total_records AS probability
+FROM counted c JOIN configs g USING (config_id);

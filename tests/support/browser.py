@@ -19,7 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,3 +304,126 @@ def inspect_page(url: str, **options: Any) -> PageReport:
 
 def inspect_file(path: Path, **options: Any) -> PageReport:
     return inspect_page(Path(path).resolve().as_uri(), **options)
+
+
+# ----------------------------------------------------------------------------- interaction
+
+# (selector, index) => the element's centre in the viewport, after scrolling it into view,
+# with the datum Vega bound to it (a mark's data row), or null when there is no such element.
+_CENTRE = """(selector, index) => {
+  const el = document.querySelectorAll(selector)[index];
+  if (!el) return null;
+  el.scrollIntoView({block: 'center', inline: 'center'});
+  const box = el.getBoundingClientRect();
+  const item = el.__data__;
+  return {x: box.left + box.width / 2, y: box.top + box.height / 2,
+          width: box.width, height: box.height,
+          datum: item && item.datum ? JSON.parse(JSON.stringify(item.datum)) : null};
+}"""
+
+# (selector, value) => choose value in the <select> and fire "change"; false if impossible.
+_SELECT = """(selector, value) => {
+  const el = document.querySelector(selector);
+  if (!el || !Array.from(el.options).some((o) => o.value === value)) return false;
+  el.value = value;
+  el.dispatchEvent(new Event('change', {bubbles: true}));
+  return true;
+}"""
+
+
+class PageSession:
+    """A page loaded in headless Chromium whose charts drew: act on it, then read the report.
+
+    Clicks are real mouse events at a point of the viewport (DevTools ``Input``), so they
+    reach an SVG mark the way a reader's click does (Vega picks the item under the pointer).
+    """
+
+    def __init__(self, tools: _DevTools, report: PageReport) -> None:
+        self._tools = tools
+        self._report = report
+
+    async def evaluate(self, expression: str) -> Any:
+        return await self._tools.evaluate(expression)
+
+    async def wait_for(self, expression: str, timeout_s: float = 10) -> bool:
+        """Poll ``expression`` until it is truthy; False after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if await self._tools.evaluate(f"Boolean({expression})"):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def click_at(self, x: float, y: float) -> None:
+        """A left click at viewport point (x, y), in CSS pixels."""
+        await self._tools.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+        for kind in ("mousePressed", "mouseReleased"):
+            await self._tools.send(
+                "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1
+            )
+
+    async def click(self, selector: str, index: int = 0) -> dict[str, Any]:
+        """Scroll the ``index``-th element matching ``selector`` into view and click its
+        centre. Returns its box and, for a Vega mark, the datum Vega bound to it."""
+        found = await self._tools.evaluate(f"({_CENTRE})({json.dumps(selector)}, {int(index)})")
+        if found is None:
+            raise LookupError(f"no element {selector!r} #{index}")
+        await self.click_at(found["x"], found["y"])
+        return dict(found)
+
+    async def select(self, selector: str, value: str) -> None:
+        """Choose ``value`` in a <select> and fire its change event, as a reader would."""
+        done = await self._tools.evaluate(
+            f"({_SELECT})({json.dumps(selector)}, {json.dumps(value)})"
+        )
+        if not done:
+            raise LookupError(f"no option {value!r} in {selector!r}")
+
+    def report(self) -> PageReport:
+        """The page's report so far: console errors, exceptions and requests included."""
+        report = PageReport(self._report.url, self._report.ready, list(self._report.charts))
+        _collect(report, self._tools.events)
+        return report
+
+
+@contextlib.asynccontextmanager
+async def open_page(
+    url: str,
+    *,
+    selector: str = ".vega",
+    ready: str = "document.body && document.body.dataset.charts === 'done'",
+    timeout_s: float = 60,
+    chromium: str | None = None,
+) -> AsyncIterator[PageSession]:
+    """Load ``url`` as :func:`inspect_page_async` does, then hand the live page over."""
+    binary = chromium or find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no Chromium found (apt-get install chromium)")
+    report = PageReport(url)
+    with tempfile.TemporaryDirectory(
+        prefix="needlescope-chromium-", ignore_cleanup_errors=True
+    ) as tmp:
+        profile = Path(tmp)
+        with (profile / "chromium.log").open("wb") as log:
+            process = subprocess.Popen(
+                [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            port = await _wait_for_port(profile, process, timeout_s)
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{port}/json/list") as reply:
+                    targets = await reply.json()
+                page = next(t for t in targets if t.get("type") == "page")
+                async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                    tools = _DevTools(ws)
+                    try:
+                        await _drive(tools, report, url, selector, ready, timeout_s)
+                        yield PageSession(tools, report)
+                    finally:
+                        await tools.close()
+        finally:
+            _stop(process)

@@ -1,0 +1,678 @@
+"""Warehouse at scale: 1,000,000 graded recall answers and ~40,000,000 needle outcomes.
+
+Generates a realistic warehouse with the real schemas (``schema.TABLES``) in the real folder
+layout (``parquet/<table>/recall/<model>/``), written by the real file writer
+(``Warehouse._atomic_write``: its compression and row-group settings), then times, each in a
+fresh process:
+
+* the accuracy-by-length queries (``accuracy_by_length`` and ``recall_stats`` views),
+* the position-accuracy heatmap query (``position_accuracy`` view),
+* a full ``needlescope report`` (the CLI, as a subprocess),
+
+with the peak RSS of each process. The grid: 5 models x 10 lengths (1K-512K tokens) x 4
+needle counts (20, 40, 50, 60) x 4 fillers x 25 repeats = 20,000 cells, swept nightly for 50
+epochs = 1,000,000 (epoch, cell) results; about 2% of them had a failed attempt first, 0.3%
+end failed, 0.05% have a second graded answer (a racing rerun) that the views must ignore,
+and ~6% of the replies do not parse (more at long lengths). Needle outcomes: one row per
+expected needle of every parsed answer; hallucinations and duplicates at plausible rates.
+
+Layouts: ``batched`` (default) writes one file per (table, model, epoch): 4,000 answers or
+~160,000 needle outcomes a file, 1,250 files. ``--layout sweep`` writes what a sweep with the
+default ``batch_size: 32`` appends: one file per 32 cells, ~95,000 small files (use
+``--epochs`` to scale it down). The generated warehouse is cached under ``bench/.cache/``,
+keyed by the layout, the scale and ``VERSION``, so a second run only measures.
+
+    python bench/bench_warehouse.py [--layout batched|sweep] [--epochs 50] [--regen]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
+from needlescope.warehouse.store import Warehouse, slug
+
+VERSION = "1"  # bump when the generator changes: the cached warehouse is rebuilt
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / ".cache"
+PYTHON = sys.executable
+NEEDLESCOPE = str(Path(sys.executable).with_name("needlescope"))
+
+MODELS = ("gpt-4o-mini", "claude-3-5-haiku", "gemini-2.0-flash", "qwen2.5-7b", "llama-3.1-8b")
+SKILL = (0.97, 0.95, 0.93, 0.88, 0.84)  # in-order recall at the shortest length
+LENGTHS = (1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000, 256000, 512000)
+NEEDLE_COUNTS = (20, 40, 50, 60)
+FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
+REPEATS = 25
+EPOCHS = 50
+SEED = 7
+PROMPT = "recall-en-v1"
+START = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
+ERROR_KINDS = ("timeout", "rate_limit", "server_error")
+CELLS = len(MODELS) * len(LENGTHS) * len(NEEDLE_COUNTS) * len(FILLERS) * REPEATS
+PER_MODEL = CELLS // len(MODELS)
+TS = pl.Datetime("us", "UTC")
+
+# Everything random is a hash of a row's unique id and a salt: vectorised, reproducible, and
+# needs nothing but Polars (numpy is not a dependency of needlescope).
+
+
+def uniform(uid: str | pl.Expr, salt: int) -> pl.Expr:
+    """A uniform float in [0, 1) per row, from the row's integer id."""
+    col = pl.col(uid) if isinstance(uid, str) else uid
+    return (col.hash(seed=SEED * 1000 + salt) // 2048).cast(pl.Float64) / 2.0**53
+
+
+def poisson(u: pl.Expr, lam: pl.Expr, top: int = 6) -> pl.Expr:
+    """Inverse-CDF Poisson draw for small rates (lam < 1)."""
+    total = pl.lit(0, pl.Int64)
+    cdf = pl.lit(0.0)
+    for k in range(top):
+        cdf = cdf + (-lam).exp() * lam.pow(k) / math.factorial(k)
+        total = total + (u > cdf).cast(pl.Int64)
+    return total
+
+
+def _lookup(name: str, values: tuple[object, ...], index: str) -> pl.DataFrame:
+    return pl.DataFrame({index: list(range(len(values))), name: list(values)})
+
+
+def _hex(frame: pl.DataFrame, column: str, salt: int) -> pl.Series:
+    """16 hex digits per row, like needlescope's cell and context ids (20,000 values)."""
+    ints = frame.select(pl.col(column).hash(seed=salt))[column].to_list()
+    return pl.Series([f"{x:016x}" for x in ints], dtype=pl.String)
+
+
+def make_grid() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The 20,000 cells (all models) and their needles, one row per (cell, needle index)."""
+    grid = (
+        _lookup("model", MODELS, "m")
+        .with_columns(skill=pl.Series(SKILL))
+        .join(_lookup("length", LENGTHS, "li"), how="cross")
+        .join(_lookup("needle_count", NEEDLE_COUNTS, "ni"), how="cross")
+        .join(_lookup("filler", FILLERS, "fi"), how="cross")
+        .join(pl.DataFrame({"repeat": list(range(REPEATS))}), how="cross")
+        .with_row_index("cell_index")
+        .with_columns(
+            # the context: everything but the model, so every model sees the same needles
+            ctx=((pl.col("li") * len(NEEDLE_COUNTS) + pl.col("ni")) * len(FILLERS) + pl.col("fi"))
+            * REPEATS
+            + pl.col("repeat"),
+            row=pl.col("cell_index") % PER_MODEL,
+        )
+        .with_columns(pl.col(pl.UInt32).cast(pl.Int64))
+    )
+    grid = grid.with_columns(
+        cell_id=_hex(grid, "cell_index", 101), context_id=_hex(grid, "ctx", 102)
+    )
+    needles = (
+        grid.select("cell_index", "m", "row", "ctx", "needle_count", "length")
+        .with_columns(needle_index=pl.int_ranges(1, pl.col("needle_count") + 1))
+        .explode("needle_index")
+        .with_columns(
+            expected=1000 + (pl.col("ctx") * 64 + pl.col("needle_index")).hash(seed=103) % 9000,
+            fraction=(
+                (pl.col("needle_index") - 1) / (pl.col("needle_count") - 1).clip(1, None)
+            ).round(4),
+        )
+        .with_columns(pl.col("expected").cast(pl.Int64))
+    )
+    return grid, needles
+
+
+def cells_table(grid: pl.DataFrame, needles: pl.DataFrame, run_id: str) -> pa.Table:
+    """The cells rows of one model (written once: later epochs reuse the same cells)."""
+    lists = needles.group_by("cell_index", maintain_order=True).agg(
+        pl.format("[{}]", pl.col("expected").cast(pl.String).str.join(", ")).alias("expected"),
+        pl.format("[{}]", pl.col("fraction").cast(pl.String).str.join(", ")).alias("fractions"),
+        pl.format(
+            "[{}]",
+            (pl.col("fraction") * pl.col("length") * 3.9)
+            .cast(pl.Int64)
+            .cast(pl.String)
+            .str.join(", "),
+        ).alias("offsets"),
+    )
+    frame = grid.join(lists, on="cell_index").select(
+        pl.lit(SCHEMA_VERSION, pl.Int32).alias("schema_version"),
+        "cell_id",
+        "context_id",
+        pl.lit(run_id).alias("run_id"),
+        pl.lit(START, TS).alias("created_at"),
+        "model",
+        pl.format('{{"model":"{}","name":"{}","provider":"openai"}}', "model", "model").alias(
+            "model_identity"
+        ),
+        pl.lit('{"extra":{},"max_tokens":null,"seed":null,"temperature":0.0,"top_p":null}').alias(
+            "generation"
+        ),
+        pl.lit("recall").alias("probe"),
+        pl.lit('{"digits":4,"snap":"auto"}').alias("probe_params"),
+        "filler",
+        pl.format('{{"kind":"builtin","name":"{}"}}', "filler").alias("filler_spec"),
+        pl.lit("even").alias("placement"),
+        pl.lit("whole").alias("region"),
+        pl.lit(PROMPT).alias("prompt_version"),
+        pl.lit(SEED, pl.Int64).alias("seed"),
+        "length",
+        pl.lit("tokens").alias("length_unit"),
+        "needle_count",
+        "repeat",
+        (pl.col("length") * 3.9).cast(pl.Int64).alias("filler_chars"),
+        (pl.col("length") * 4).alias("prompt_length"),
+        (pl.col("length") - 90 - 6 * pl.col("needle_count")).alias("haystack_length"),
+        pl.col("length").alias("planned_tokens"),
+        (pl.col("needle_count") * 12 + 32).alias("max_tokens"),
+        pl.concat_str(["cell_id", "context_id", "context_id", "cell_id"]).alias("prompt_sha256"),
+        "expected",
+        pl.col("fractions").alias("needle_fractions"),
+        pl.col("offsets").alias("needle_offsets"),
+        pl.lit(None, pl.String).alias("prompt_text"),
+        pl.lit("{}").alias("facts"),
+        pl.lit("tokenizer").alias("length_basis"),
+        "row",
+    )
+    return frame
+
+
+def epoch_name(e: int) -> str:
+    return f"nightly-{(START + timedelta(days=e)).date().isoformat()}"
+
+
+def run_ids(e: int) -> tuple[str, str]:
+    day = START + timedelta(days=e)
+    return (f"{day:%Y%m%dT%H%M%S}Z-{e:04x}a1b2", f"{day:%Y%m%dT%H%M%S}Z-{e:04x}c3d4")
+
+
+def make_chunk(
+    grid: pl.DataFrame, needles: pl.DataFrame, m: int, e: int
+) -> dict[str, pl.DataFrame]:
+    """Answers, needle outcomes, hallucinations and duplicates of model m in epoch e.
+
+    Every frame keeps ``row`` (the cell's place among the model's cells) for slicing into files.
+    """
+    epoch = epoch_name(e)
+    run, rerun = run_ids(e)
+    at0 = START + timedelta(days=e, minutes=5 + 40 * m)
+    key = [
+        pl.lit(SCHEMA_VERSION, pl.Int32).alias("schema_version"),
+        "run_id",
+        pl.lit(epoch).alias("epoch"),
+        "cell_id",
+        "model",
+        pl.lit("recall").alias("probe"),
+    ]
+    cells = grid.filter(pl.col("m") == m).with_columns(
+        uid=pl.col("cell_index") + e * CELLS, run_id=pl.lit(run)
+    )
+    li = pl.col("li").cast(pl.Float64)
+    cells = cells.with_columns(
+        status=uniform("uid", 1),
+        double=uniform("uid", 2) < 0.0005,  # a racing second graded answer: results ignores it
+        parse_fail=uniform("uid", 3) < 0.02 + 0.08 * li / 9,
+        hallucinated=poisson(uniform("uid", 4), 0.1 + 0.5 * li / 9),
+        duplicated=poisson(uniform("uid", 5), pl.lit(0.05)),
+        answered_at=pl.lit(at0, TS)
+        + pl.duration(seconds=(uniform("uid", 6) * 3600).cast(pl.Int64)),
+        latency_s=(-(uniform("uid", 7).log() + uniform("uid", 8).log()) * (0.4 + 0.25 * li))
+        .clip(0.05, None)
+        .round(3),
+        prompt_tokens=pl.col("length") + (uniform("uid", 9) * 7).cast(pl.Int64) - 3,
+    ).with_columns(
+        final_error=pl.col("status") < 0.003,  # no graded answer in this epoch
+        retried=(pl.col("status") >= 0.003) & (pl.col("status") < 0.023),  # failed, then graded
+    )
+    cells = cells.with_columns(parsed=~pl.col("final_error") & ~pl.col("parse_fail"))
+    # Per needle: in order (in the LCS) with a probability that falls with length and dips in
+    # the middle of the context ("lost in the middle"); else misordered (30%) or missing.
+    long = (
+        needles.filter(pl.col("m") == m)
+        .join(cells.select("cell_index", "uid", "li", "skill"), on="cell_index")
+        .with_columns(nid=pl.col("uid") * 64 + pl.col("needle_index"))
+    )
+    pos = (pl.col("needle_index") - 0.5) / pl.col("needle_count")
+    lcl = pl.col("li").cast(pl.Float64)
+    p = pl.col("skill") - 0.035 * lcl - 0.25 * (lcl / 9) * (math.pi * pos).sin()
+    long = long.with_columns(in_lcs=uniform("nid", 10) < p).with_columns(
+        outcome=pl.when("in_lcs")
+        .then(pl.lit("correct"))
+        .when(uniform("nid", 11) < 0.3)
+        .then(pl.lit("misorder"))
+        .otherwise(pl.lit("missing"))
+    )
+    given = long.filter(pl.col("outcome") != "missing").with_columns(
+        k=pl.col("needle_index").cum_count().over("cell_index")
+    )
+    per_cell = long.group_by("cell_index").agg(
+        correct=pl.col("in_lcs").sum().cast(pl.Int64),
+        missing=(pl.col("outcome") == "missing").sum().cast(pl.Int64),
+        wrong=(pl.col("outcome") == "misorder").sum().cast(pl.Int64),
+    )
+    texts = given.group_by("cell_index").agg(
+        pl.format('"{}": {}', "k", "expected").str.join(",\n  ").alias("pairs"),
+        pl.col("expected").cast(pl.String).str.join(", ").alias("values"),
+    )
+    reply = pl.format("Here are the numbers:\n```json\n{{\n  {}\n}}\n```", "pairs")
+    extra = pl.col("hallucinated") + pl.col("duplicated")
+    distance = pl.col("missing") + pl.col("wrong") + extra
+    longest = pl.max_horizontal("needle_count", pl.col("needle_count") - pl.col("missing") + extra)
+    cells = (
+        cells.join(per_cell, on="cell_index", how="left")
+        .join(texts, on="cell_index", how="left")
+        .with_columns(
+            response=pl.when("parse_fail")
+            .then(reply.str.slice(0, reply.str.len_chars() // 2))
+            .otherwise(reply),
+            answered=pl.when("parsed").then(pl.format("[{}]", "values")),
+            accuracy=pl.when("parsed").then((100 * (1 - distance / longest)).round(4)),
+            edit_distance=pl.when("parsed").then(distance),
+            extra=pl.when("parsed").then(extra),
+            completion_tokens=pl.col("needle_count") * 9 + 12,
+        )
+        .with_columns(
+            *(pl.when("parsed").then(pl.col(c)).alias(c) for c in ("correct", "missing", "wrong"))
+        )
+    )
+    graded_cols = [
+        *key,
+        "answered_at",
+        "response",
+        pl.lit(True).alias("response_kept"),
+        pl.col("parsed").alias("parse_ok"),
+        pl.when("parse_fail")
+        .then(pl.lit("no complete JSON object with numeric keys"))
+        .alias("parse_error"),
+        "accuracy",
+        "edit_distance",
+        "correct",
+        "missing",
+        "extra",
+        "wrong",
+        "answered",
+        "prompt_tokens",
+        "completion_tokens",
+        pl.lit(None, pl.Int64).alias("reasoning_tokens"),
+        pl.lit("stop").alias("finish_reason"),
+        "latency_s",
+        pl.format("{}-2026-08-01", "model").alias("model_version"),
+        pl.lit(1, pl.Int64).alias("attempts"),
+        pl.lit(None, pl.String).alias("error_kind"),
+        pl.lit(None, pl.String).alias("error"),
+        pl.lit(None, pl.String).alias("detail"),
+        pl.lit(False).alias("truncated"),
+        (pl.col("prompt_tokens") * 0.15e-6).round(8).alias("cost_usd"),
+        "row",
+    ]
+    kind = pl.lit(pl.Series(ERROR_KINDS)).get((uniform("uid", 12) * 3).cast(pl.Int64))
+    failed = cells.filter(pl.col("final_error") | pl.col("retried")).select(
+        *key,
+        (pl.col("answered_at") - pl.duration(seconds=90)).alias("answered_at"),
+        pl.lit(False).alias("response_kept"),
+        pl.lit(1, pl.Int64).alias("attempts"),
+        kind.alias("error_kind"),
+        pl.format("{}: request failed after 4 attempts", kind).alias("error"),
+        pl.lit(False).alias("truncated"),
+        "row",
+    )
+    graded = cells.filter(~pl.col("final_error"))
+    doubled = graded.filter("double").with_columns(
+        run_id=pl.lit(rerun), answered_at=pl.col("answered_at") - pl.duration(seconds=60)
+    )
+    answers = pl.concat(
+        [
+            failed,
+            graded.select(graded_cols),
+            doubled.select(graded_cols),
+        ],
+        how="diagonal_relaxed",
+    )
+    parsed = cells.filter("parsed").select("cell_index", "cell_id", "model")
+    outcome_cols = [*key, "needle_index", "expected", "in_lcs", "outcome", "row"]
+    outcomes = pl.concat(
+        [
+            long.join(parsed, on="cell_index")
+            .with_columns(run_id=pl.lit(run))
+            .select(outcome_cols),
+            long.join(parsed.join(doubled.select("cell_index"), on="cell_index"), on="cell_index")
+            .with_columns(run_id=pl.lit(rerun))
+            .select(outcome_cols),
+        ]
+    )
+    draws = cells.filter("parsed")
+    invented = (
+        draws.filter(pl.col("hallucinated") > 0)
+        .with_columns(j=pl.int_ranges(0, "hallucinated"))
+        .explode("j")
+        .with_columns(hid=pl.col("uid") * 8 + pl.col("j"))
+        .with_columns(key_from=(uniform("hid", 13) * (pl.col("needle_count") + 1)).cast(pl.Int64))
+        .select(
+            *key,
+            (uniform("hid", 14) * pl.col("needle_count")).cast(pl.Int64).alias("answer_index"),
+            (1000 + pl.col("hid").hash(seed=15) % 9000).cast(pl.String).alias("value"),
+            "key_from",
+            (pl.col("key_from") + 1).alias("key_to"),
+            "row",
+        )
+    )
+    copies = (
+        draws.filter(pl.col("duplicated") > 0)
+        .with_columns(j=pl.int_ranges(0, "duplicated"))
+        .explode("j")
+        .with_columns(hid=pl.col("uid") * 8 + pl.col("j"))
+        .with_columns(needle_index=(uniform("hid", 16) * pl.col("needle_count")).cast(pl.Int64) + 1)
+        .join(
+            long.select("cell_index", "needle_index", "expected"), on=["cell_index", "needle_index"]
+        )
+        .select(
+            *key,
+            (pl.col("needle_index") + pl.col("j")).alias("answer_index"),
+            pl.col("expected").cast(pl.String).alias("value"),
+            pl.format("[{}]", "needle_index").alias("needle_indices"),
+            "row",
+        )
+    )
+    return {
+        "answers": answers,
+        "needle_outcomes": outcomes,
+        "hallucinations": invented,
+        "duplicates": copies,
+    }
+
+
+def _write(store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: str) -> int:
+    if frame.height == 0:
+        return 0
+    schema = TABLES[table]
+    data = frame.select(schema.names).to_arrow().cast(schema)
+    folder = store.parquet / table / "recall" / slug(model)
+    folder.mkdir(parents=True, exist_ok=True)
+    store._atomic_write(data, folder / f"{name}.parquet")  # the writer Warehouse.append uses
+    return 1
+
+
+def _write_split(
+    store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: str, per_file: int | None
+) -> int:
+    if per_file is None:
+        return _write(store, table, frame, model, name)
+    files = 0
+    batches = frame.with_columns(batch=pl.col("row") // per_file)
+    for (batch,), part in batches.group_by("batch", maintain_order=True):
+        files += _write(store, table, part, model, f"{name}-{batch:05d}")
+    return files
+
+
+def runs_table(epochs: int) -> pa.Table:
+    config = {
+        "name": "nightly",
+        "seed": SEED,
+        "batch_size": 32,
+        "models": [{"name": m, "provider": "openai", "concurrency": 8} for m in MODELS],
+        "probes": [
+            {
+                "probe": "recall",
+                "lengths": list(LENGTHS),
+                "needle_counts": list(NEEDLE_COUNTS),
+                "fillers": list(FILLERS),
+                "prompts": [PROMPT],
+                "repeats": REPEATS,
+            }
+        ],
+    }
+    rows = []
+    for e in range(epochs):
+        for i, run in enumerate(run_ids(e)):
+            start = START + timedelta(days=e, hours=5 * i)
+            for event, at in (("start", start), ("end", start + timedelta(hours=4))):
+                rows.append(
+                    {
+                        "schema_version": SCHEMA_VERSION,
+                        "run_id": run,
+                        "epoch": epoch_name(e),
+                        "event": event,
+                        "at": at,
+                        "config_name": "nightly",
+                        "config_json": json.dumps(config),
+                        "needlescope_version": "0.1.0",
+                        "flow_run_id": f"{e:08x}-0000-4000-8000-{i:012x}",
+                        "cells_total": CELLS,
+                        "cells_skipped": 0 if i == 0 else CELLS - 60,
+                        "cells_dropped": 0,
+                        "cells_graded": None if event == "start" else CELLS - 60,
+                        "cells_failed": None if event == "start" else 60,
+                        "cells_unsent": None if event == "start" else 0,
+                        "spent_tokens": None,
+                        "spent_usd": None,
+                        "note": None,
+                    }
+                )
+    return pa.Table.from_pylist(rows, schema=TABLES["runs"])
+
+
+def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
+    """Write the warehouse; returns the row count of every table and the number of files."""
+    started = time.perf_counter()
+    store = Warehouse(root).ensure()
+    grid, needles = make_grid()
+    per_file = 32 if layout == "sweep" else None
+    counts = dict.fromkeys(TABLES, 0)
+    files = 0
+    for m, model in enumerate(MODELS):
+        cells = cells_table(
+            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
+        )
+        counts["cells"] += cells.height
+        files += _write_split(store, "cells", cells, model, epoch_name(0), per_file)
+    for e in range(epochs):
+        for m, model in enumerate(MODELS):
+            for table, frame in make_chunk(grid, needles, m, e).items():
+                counts[table] += frame.height
+                files += _write_split(store, table, frame, model, epoch_name(e), per_file)
+        if (e + 1) % 10 == 0 or e + 1 == epochs:
+            print(
+                f"  epoch {e + 1}/{epochs}: {counts['answers']:,} answers, "
+                f"{counts['needle_outcomes']:,} needle outcomes, {files:,} files, "
+                f"{time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
+    runs = runs_table(epochs)
+    counts["runs"] = runs.num_rows
+    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
+    counts["files"] = files + 1
+    return counts
+
+
+# ---------------------------------------------------------------------------- measuring
+
+# Each query in a fresh process: connect (create the views), run, fetch every row.
+QUERY_CHILD = """
+import json, resource, sys, time
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+from needlescope.warehouse.store import Warehouse
+t0, c0 = time.perf_counter(), cpu()
+con = Warehouse(sys.argv[1]).connect()
+t1, c1 = time.perf_counter(), cpu()
+rows = con.sql(sys.argv[2]).fetchall()
+t2, c2 = time.perf_counter(), cpu()
+print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1,
+                  "rows": len(rows),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+# write_report in a fresh process, with the wall time of its phases (renders run in worker
+# processes: their CPU is the children's).
+REPORT_CHILD = """
+import json, resource, sys, tempfile, time
+from pathlib import Path
+from needlescope.warehouse import report, tables
+phases = {}
+def timed(module, name, label):
+    fn = getattr(module, name, None)
+    if fn is None:
+        return
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            phases[label] = phases.get(label, 0.0) + time.perf_counter() - start
+    setattr(module, name, wrapper)
+timed(report, "_connect", "views")
+timed(report, "_snapshot", "snapshot of results")
+timed(report, "_load", "statistics queries")
+try:
+    from needlescope.warehouse import report_extras
+    timed(report_extras, "collect", "report_extras.collect")
+except ImportError:
+    pass
+timed(report, "probe_figures", "probe charts data")
+timed(tables, "write_excel", "stats.xlsx")
+timed(report, "chart_spec", "chart specs")
+timed(report, "_page", "page")
+if __name__ == "__main__":
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        report.write_report(Path(sys.argv[1]), Path(out))
+    wall = time.perf_counter() - start
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"wall_s": wall, "cpu_s": me.ru_utime + me.ru_stime,
+                      "renderers_cpu_s": kids.ru_utime + kids.ru_stime,
+                      "peak_rss_mb": me.ru_maxrss / 1024,
+                      "renderer_peak_rss_mb": kids.ru_maxrss / 1024, "phases": phases}))
+"""
+
+
+@dataclass
+class Child:
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float  # of the largest process of the tree
+    stdout: str
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return dict(json.loads(self.stdout.strip().splitlines()[-1]))
+
+
+def run_child(argv: list[str]) -> Child:
+    """Run a process to its end: wall and CPU seconds, peak RSS and its output."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} failed ({proc.returncode}):\n{text[-3000:]}")
+    return Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text)
+
+
+def disk_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*.parquet"))
+
+
+QUERIES = {
+    "accuracy_by_length": "SELECT * FROM accuracy_by_length",
+    "recall_stats": "SELECT * FROM recall_stats",
+    "position_accuracy": "SELECT * FROM position_accuracy",
+}
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--layout", choices=("batched", "sweep"), default="batched")
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
+    parser.add_argument("--no-report", action="store_true")
+    args = parser.parse_args()
+
+    root = CACHE / f"warehouse-v{VERSION}-{args.layout}-{args.epochs}e"
+    stamp = root / "bench-counts.json"
+    if args.regen or not stamp.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"generating {root} ...", flush=True)
+        start = time.perf_counter()
+        counts = generate(root, args.layout, args.epochs)
+        counts["generate_s"] = round(time.perf_counter() - start)
+        stamp.write_text(json.dumps(counts))
+    counts = json.loads(stamp.read_text())
+    size = disk_size(root)
+    print(
+        f"warehouse ({args.layout}): {counts['answers']:,} answer rows, "
+        f"{counts['needle_outcomes']:,} needle outcomes, {counts['hallucinations']:,} "
+        f"hallucinations, {counts['duplicates']:,} duplicates, {counts['cells']:,} cells, "
+        f"{counts['runs']} run rows; {counts['files']:,} files, {size / 2**20:,.0f} MiB "
+        f"(generated in {counts['generate_s']} s)"
+    )
+    print(f"load average before measuring: {load_average()}", flush=True)
+    for name, sql in QUERIES.items():
+        runs = [run_child([PYTHON, "-c", QUERY_CHILD, str(root), sql]) for _ in range(args.repeat)]
+        best = min(runs, key=lambda r: r.data["query_s"]).data
+        times = ", ".join(f"{r.data['query_s']:.2f}" for r in runs)
+        print(
+            f"{name:>20}: query {best['query_s']:.2f} s ({best['query_cpu_s']:.2f} s CPU; "
+            f"runs {times}), "
+            f"views {best['views_s']:.2f} s, {best['rows']:,} rows, "
+            f"peak RSS {max(r.peak_rss_mb for r in runs):,.0f} MiB",
+            flush=True,
+        )
+    if args.no_report:
+        return 0
+    with tempfile.TemporaryDirectory() as out:
+        cli = run_child([NEEDLESCOPE, "report", "--warehouse", str(root), "--out", out])
+        html = Path(out, "report.html").stat().st_size
+        pngs = len(list(Path(out).glob("*.png")))
+    print(
+        f"{'needlescope report':>20}: {cli.wall_s:.1f} s wall, {cli.cpu_s:.1f} s CPU (with its "
+        f"renderers), peak RSS {cli.peak_rss_mb:,.0f} MiB (largest process); report.html "
+        f"{html / 2**20:.1f} MiB, {pngs} charts",
+        flush=True,
+    )
+    script = Path(tempfile.mkdtemp()) / "report_child.py"
+    script.write_text(REPORT_CHILD)
+    try:
+        phases = run_child([PYTHON, str(script), str(root)]).data
+    finally:
+        shutil.rmtree(script.parent, ignore_errors=True)
+    print(
+        f"{'write_report':>20}: {phases['wall_s']:.1f} s wall; {phases['cpu_s']:.1f} s CPU in "
+        f"the main process (peak RSS {phases['peak_rss_mb']:,.0f} MiB), "
+        f"{phases['renderers_cpu_s']:.1f} s in the chart renderers (peak RSS "
+        f"{phases['renderer_peak_rss_mb']:,.0f} MiB each)"
+    )
+    for label, seconds in phases["phases"].items():
+        print(f"{'':>22}{label}: {seconds:.1f} s")
+    print(f"load average after: {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

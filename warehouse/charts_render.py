@@ -1,0 +1,70 @@
+"""Draw Vega-Lite specs to SVG and PNG files, in worker processes.
+
+vl-convert holds the GIL while it converts a chart, so threads draw one chart at a time and
+stall the rest of the report meanwhile; worker processes draw side by side. This module
+imports nothing but vl-convert, so a worker starts quickly.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import sys
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import vl_convert as vlc
+
+# A PNG is drawn at 2x unless that makes it larger than this (a heatmap of every needle of
+# every variant can be 1,650 x 12,850 points): then at 1x, which takes half the time.
+PNG_MAX_PIXELS = 40_000_000
+MAX_WORKERS = 4
+_SVG_SIZE = re.compile(r'<svg[^>]*?\swidth="([\d.]+)"[^>]*?\sheight="([\d.]+)"')
+
+
+def static_spec(spec: Any) -> Any:
+    """The spec without tooltips (they only show on hover): the same picture, drawn faster."""
+    if isinstance(spec, list):
+        return [static_spec(item) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    return {
+        key: value if key in ("data", "datasets") else static_spec(value)
+        for key, value in spec.items()
+        if key != "tooltip"
+    }
+
+
+def png_scale(svg: str) -> int:
+    size = _SVG_SIZE.search(svg[:2000])
+    pixels = float(size.group(1)) * float(size.group(2)) if size else 0.0
+    return 2 if pixels * 4 <= PNG_MAX_PIXELS else 1
+
+
+def save_spec(spec: dict[str, Any], stem: Path, vl_version: str) -> None:
+    """Write ``stem``.svg and ``stem``.png (2x, or 1x past PNG_MAX_PIXELS), rendered once."""
+    static = static_spec({**spec, "config": {**spec.get("config", {}), "aria": False}})
+    svg = vlc.vegalite_to_svg(static, vl_version=vl_version)
+    stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
+    stem.with_suffix(".png").write_bytes(vlc.svg_to_png(svg, scale=png_scale(svg)))
+
+
+def warm_up(vl_version: str) -> None:
+    """Start a worker's Vega runtime (its first chart costs about a second more)."""
+    spec = {"data": {"values": [{"x": 1}]}, "mark": "point", "encoding": {"x": {"field": "x"}}}
+    vlc.vegalite_to_svg(spec, vl_version=vl_version)
+
+
+def renderers(workers: int | None = None) -> Executor:
+    """Worker processes for :func:`save_spec` (spawned: a forked Vega runtime can hang).
+
+    A spawned worker re-imports the main script; when there is none to import (a script read
+    from stdin), one thread draws instead.
+    """
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main is not None and not os.path.isfile(main):
+        return ThreadPoolExecutor(max_workers=1)
+    count = workers or max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"))

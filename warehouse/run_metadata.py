@@ -1,0 +1,171 @@
+"""The report's run metadata: what each run was (config, haystacks, seed, length basis) and
+the software that drew the report."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import duckdb
+
+from needlescope.warehouse.report_html import esc, number, table, text
+
+MAX_RUNS = 50
+PACKAGES = ("needlescope", "duckdb", "polars", "altair", "vl-convert-python", "prefect")
+
+
+def versions() -> dict[str, str]:
+    """Python's and the main packages' versions in this environment."""
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def _runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    try:
+        frame = con.sql(
+            f"""
+            SELECT run_id, epoch, config_name, started_at, ended_at, needlescope_version,
+                   cells_total, cells_skipped, cells_dropped, cells_graded, cells_failed,
+                   cells_unsent, spent_tokens, spent_usd, note, config_json
+            FROM runs ORDER BY started_at DESC NULLS LAST, run_id LIMIT {MAX_RUNS}
+            """
+        ).pl()
+    except duckdb.Error:
+        return []
+    return list(frame.iter_rows(named=True))
+
+
+def _haystacks(
+    con: duckdb.DuckDBPyConnection, run_ids: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per run: the fillers, seeds and length bases of the cells it answered."""
+    try:
+        frame = con.sql(
+            """
+            SELECT r.run_id, c.probe, c.filler, c.filler_spec, c.seed, c.length_unit,
+                   c.length_basis, count(*) AS answers
+            FROM answers r JOIN cells c USING (cell_id)
+            WHERE list_contains($runs, r.run_id)
+            GROUP BY ALL ORDER BY ALL
+            """,
+            params={"runs": run_ids},
+        ).pl()
+    except duckdb.Error:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in frame.iter_rows(named=True):
+        out.setdefault(str(row["run_id"]), []).append(row)
+    return out
+
+
+def _pretty(config_json: object) -> str:
+    if not isinstance(config_json, str) or not config_json:
+        return ""
+    try:
+        return json.dumps(json.loads(config_json), indent=2, ensure_ascii=False)
+    except ValueError:
+        return config_json
+
+
+def _config_facts(config_json: object) -> list[str]:
+    """The config's seed and its haystack (filler) definitions, one line each."""
+    try:
+        config = json.loads(config_json) if isinstance(config_json, str) else None
+    except ValueError:
+        return []
+    if not isinstance(config, dict):
+        return []
+    facts = []
+    if "seed" in config:
+        facts.append(f"seed {config['seed']}")
+    fillers = config.get("fillers")
+    if isinstance(fillers, dict):
+        facts += [f"filler {name}: {json.dumps(spec)}" for name, spec in fillers.items()]
+    used = sorted({f for probe in config.get("probes") or [] for f in (probe.get("fillers") or [])})
+    if used:
+        facts.append("fillers used: " + ", ".join(used))
+    return facts
+
+
+def _run(run: dict[str, Any], haystacks: list[dict[str, Any]]) -> str:
+    counts = [
+        ("cells", run["cells_total"]),
+        ("skipped", run["cells_skipped"]),
+        ("dropped", run["cells_dropped"]),
+        ("graded", run["cells_graded"]),
+        ("failed", run["cells_failed"]),
+        ("unsent", run["cells_unsent"]),
+        ("tokens spent", run["spent_tokens"]),
+    ]
+    fields = [
+        ("run", run["run_id"]),
+        ("epoch", run["epoch"]),
+        ("config", run["config_name"]),
+        ("started", text(run["started_at"])),
+        ("ended", text(run["ended_at"]) or "(not ended)"),
+        ("needlescope", run["needlescope_version"]),
+        ("counts", " · ".join(f"{name} {number(v)}" for name, v in counts if v is not None)),
+    ]
+    if run["spent_usd"] is not None:
+        fields.append(("spent (USD)", f"{run['spent_usd']:.4f}"))
+    if run["note"]:
+        fields.append(("note", run["note"]))
+    listing = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in fields)
+    facts = _config_facts(run["config_json"])
+    parts = [f"<dl class='run-facts'>{listing}</dl>"]
+    if facts:
+        parts.append("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>")
+    if haystacks:
+        rows = [
+            [
+                h["probe"],
+                h["filler"],
+                h["filler_spec"] or "",
+                "" if h["seed"] is None else str(h["seed"]),
+                h["length_unit"] or "",
+                h["length_basis"] or "not recorded",
+                number(h["answers"]),
+            ]
+            for h in haystacks
+        ]
+        headers = ["probe", "filler", "haystack definition", "seed", "unit", "length basis"]
+        parts.append(table([*headers, "answers"], rows, numeric=[False] * 6 + [True]))
+    pretty = _pretty(run["config_json"])
+    if pretty:
+        parts.append(f"<details><summary>config</summary><pre>{esc(pretty)}</pre></details>")
+    summary = f"{run['run_id']} · {run['epoch']} · {run['config_name'] or ''}"
+    return f"<details class='run'><summary>{esc(summary)}</summary>{''.join(parts)}</details>"
+
+
+def section(con: duckdb.DuckDBPyConnection) -> str:
+    """The "Run metadata" section."""
+    runs = _runs(con)
+    haystacks = _haystacks(con, [str(r["run_id"]) for r in runs]) if runs else {}
+    env = " · ".join(f"{name} {v}" for name, v in versions().items())
+    body = [
+        "<section id='run-metadata'><h2>Run metadata</h2>",
+        "<p class='muted'>per run (latest first, at most "
+        f"{MAX_RUNS}): its config as stored, the haystacks (fillers) and seed of the cells it "
+        "answered, and the basis of their lengths (tokenizer: the model's own; estimated: "
+        "about 4 characters a token; or characters / bytes)</p>",
+    ]
+    body += [_run(run, haystacks.get(str(run["run_id"]), [])) for run in runs] or [
+        "<p>No runs recorded.</p>"
+    ]
+    body += [f"<p class='muted' id='environment'>report drawn with {esc(env)}</p>", "</section>"]
+    return "\n".join(body)
+
+
+STYLE = """
+details.run { margin: 0.4rem 0; } details.run > summary { cursor: pointer; font-weight: 600; }
+dl.run-facts { display: grid; grid-template-columns: max-content auto; gap: 0.1rem 0.8rem;
+  font-size: 0.85rem; } dl.run-facts dt { color: #777; } dl.run-facts dd { margin: 0; }
+details pre { font-size: 0.75rem; background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
+"""

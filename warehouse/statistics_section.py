@@ -1,0 +1,276 @@
+"""The report's statistics: accuracy with intervals per model, effective context length,
+drift between epochs and unstable cells, from :mod:`needlescope.warehouse.significance`.
+
+Definitions (also stated on the page):
+
+* accuracy: mean over the parsed answers (0-100), with a seeded percentile-bootstrap 95%
+  interval of the mean (the normal one above ``significance.BOOTSTRAP_MAX_N`` answers);
+  needle hit and parse-failure rates with Wilson 95% intervals;
+* effective context length: the longest length L whose mean accuracy is at least the
+  threshold at L and at every shorter length tested (all needle counts pooled); the range
+  applies the same rule to the interval's lower and upper bounds;
+* drift: the latest epoch against the previous epoch of the same config, paired by cell;
+  flagged when the paired-bootstrap 95% interval of the difference excludes 0;
+* unstable cells: cell configs whose parsed answers (over repeats and epochs) span more
+  than the spread (max − min accuracy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+
+from needlescope.warehouse import significance
+from needlescope.warehouse.report_html import anchor, esc, interval, number, p_value, table
+
+MAX_UNSTABLE_ROWS = 100
+_UNSTABLE_AXES = (
+    "model",
+    "length_unit",
+    "length",
+    "needle_count",
+    "filler",
+    "prompt_version",
+    "placement",
+    "region",
+)
+
+
+def _failed(what: str, exc: Exception) -> str:
+    return f"<p class='muted'>Could not compute {esc(what)}: {esc(exc)}</p>"
+
+
+def _pct(value: object) -> str:
+    return number(value * 100 if isinstance(value, float) else value, 1)
+
+
+def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) -> str:
+    """Accuracy with its 95% interval and the answers behind it, per model of ``probe``."""
+    try:
+        frame = significance.accuracy_table(con, probe=probe, axes=("model",), seed=seed)
+    except (duckdb.Error, ValueError) as exc:
+        return _failed("the accuracy intervals", exc)
+    if frame.is_empty():
+        return ""
+    rows = []
+    for r in frame.iter_rows(named=True):
+        rows.append(
+            [
+                r["model"],
+                number(r["answers"]),
+                number(r["graded"]),
+                number(r["mean_accuracy"]),
+                interval(r["accuracy_lo"], r["accuracy_hi"]),
+                r["interval_method"] or "",
+                number(r["needles"]),
+                _pct(r["needle_hit_rate"]),
+                interval(r["needle_hit_lo"], r["needle_hit_hi"], scale=100),
+                number(r["parse_failures"]),
+                _pct(r["parse_failure_rate"]),
+                interval(r["parse_failure_lo"], r["parse_failure_hi"], scale=100),
+                number(r["errors"]),
+            ]
+        )
+    headers = [
+        "model",
+        "answers",
+        "parsed (n)",
+        "mean accuracy",
+        "95% interval",
+        "method",
+        "needles",
+        "needle hits (%)",
+        "95% interval",
+        "parse failures",
+        "rate (%)",
+        "95% interval",
+        "failed requests",
+    ]
+    numeric = [h not in ("model", "method") for h in headers]
+    return (
+        "<h4>Accuracy with 95% intervals</h4>"
+        "<p class='muted'>mean accuracy of the parsed answers (n) with its bootstrap 95% interval "
+        "(normal above "
+        f"{significance.BOOTSTRAP_MAX_N:,} answers); needle hits and parse failures with Wilson "
+        "95% intervals (the needles of one answer are not independent: their interval is "
+        "optimistic)</p>"
+        + table(headers, rows, numeric=numeric, table_id=f"accuracy-intervals-{anchor(probe)}")
+    )
+
+
+def _length(value: object) -> str:
+    return "none" if value is None else number(value)
+
+
+def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, seed: int) -> str:
+    try:
+        frame = significance.effective_lengths(con, probe=probe, threshold=threshold, seed=seed)
+    except (duckdb.Error, ValueError) as exc:
+        return _failed("effective context lengths", exc)
+    if frame.is_empty():
+        return "<p class='muted'>No answers.</p>"
+    rows = []
+    for r in frame.iter_rows(named=True):
+        rows.append(
+            [
+                r["model"],
+                r.get("length_unit") or "",
+                _length(r["effective_length"]),
+                _length(r["effective_length_lo"]),
+                _length(r["effective_length_hi"]),
+                number(r["lengths_tested"]),
+                number(r["longest_tested"]),
+            ]
+        )
+    headers = [
+        "model",
+        "unit",
+        "effective length",
+        "by the lower bounds",
+        "by the upper bounds",
+        "lengths tested",
+        "longest tested",
+    ]
+    return (
+        table(headers, rows, numeric=[False, False, True, True, True, True, True])
+        + "<p class='muted'>none: below the threshold already at the shortest length tested</p>"
+    )
+
+
+def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
+    """The epoch of ``probe``'s results that started last (by its first run, else answers)."""
+    rows = con.execute(
+        """
+        WITH starts AS (SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch)
+        SELECT r.epoch FROM results r LEFT JOIN starts s USING (epoch)
+        WHERE r.probe = $probe
+        GROUP BY r.epoch
+        ORDER BY max(s.started_at) DESC NULLS LAST, max(r.answered_at) DESC NULLS LAST, r.epoch
+        LIMIT 1
+        """,
+        {"probe": probe},
+    ).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
+    try:
+        epoch = latest_epoch(con, probe)
+        summary = significance.drift_summary(con, epoch, seed, probe=probe) if epoch else []
+    except (duckdb.Error, ValueError) as exc:
+        return _failed("drift", exc)
+    if not summary:
+        return "<p class='muted'>No epochs.</p>"
+    rows, classes = [], []
+    for d in summary:
+        rows.append(
+            [
+                d["model"],
+                d["previous"] or "(none of the same config)",
+                d["epoch"],
+                number(d["n_pairs"]),
+                number(d["mean_previous"]),
+                number(d["mean_now"]),
+                number(d["diff"]),
+                interval(d["lo"], d["hi"], sep=" to "),
+                p_value(d["mcnemar_p"]),
+                "drift" if d["drift"] else "",
+            ]
+        )
+        classes.append("drift" if d["drift"] else "")
+    headers = [
+        "model",
+        "previous epoch",
+        "epoch",
+        "pairs",
+        "before",
+        "now",
+        "now − before",
+        "95% interval",
+        "McNemar p",
+        "flag",
+    ]
+    numeric = [False, False, False, True, True, True, True, True, True, False]
+    return table(
+        headers, rows, numeric=numeric, row_classes=classes, table_id=f"drift-{anchor(probe)}"
+    )
+
+
+def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
+    try:
+        frame = significance.unstable_cells(con, spread=spread, probe=probe)
+    except (duckdb.Error, ValueError) as exc:
+        return _failed("unstable cells", exc)
+    if frame.is_empty():
+        return f"<p class='muted'>No cell config spans more than {spread:g} points.</p>"
+    axes = [a for a in _UNSTABLE_AXES if a in ("model", "length") or frame[a].n_unique() > 1]
+    shown = frame.sort("accuracy_range", descending=True).head(MAX_UNSTABLE_ROWS)
+    rows = []
+    for r in shown.iter_rows(named=True):
+        values = r["accuracies"] or []
+        rows.append(
+            [
+                *(
+                    number(r[a]) if a == "length" else str(r[a] if r[a] is not None else "")
+                    for a in axes
+                ),
+                number(r["epochs"]),
+                number(r["repeats"]),
+                number(r["graded"]),
+                number(r["min_accuracy"]),
+                number(r["max_accuracy"]),
+                number(r["accuracy_range"]),
+                ", ".join(f"{v:.0f}" for v in values[:20]) + (" …" if len(values) > 20 else ""),
+            ]
+        )
+    headers = [a.replace("_", " ") for a in axes]
+    headers += ["epochs", "repeats", "parsed", "min", "max", "spread", "accuracies"]
+    numeric = [a == "length" for a in axes] + [True] * 6 + [False]
+    more = frame.height - shown.height
+    note = f"<p class='muted'>… and {more} more (the widest spreads are shown).</p>" if more else ""
+    return table(headers, rows, numeric=numeric, table_id=f"unstable-{anchor(probe)}") + note
+
+
+def section(
+    con: duckdb.DuckDBPyConnection,
+    probes: Sequence[str],
+    *,
+    threshold: float,
+    spread: float,
+    seed: int = 0,
+) -> str:
+    """The "Statistics" section: effective lengths, drift and unstable cells per probe."""
+    if not probes:
+        return ""
+    body = [
+        "<section id='statistics'><h2>Statistics</h2>",
+        "<p class='muted'><b>Effective context length</b>: the longest length L at which mean "
+        f"accuracy is at least {threshold:g}% at L and at every shorter length tested (all needle "
+        "counts pooled); its range applies the same rule to the lower and upper bounds of each "
+        "length's bootstrap 95% interval. <b>Drift</b>: each model's answers in the latest epoch "
+        "against the previous epoch of the same config, paired by cell; flagged when the paired "
+        "bootstrap 95% interval of the difference excludes 0. <b>Unstable cells</b>: cell "
+        f"configs whose parsed answers (repeats and epochs) span more than {spread:g} accuracy "
+        "points.</p>",
+    ]
+    for probe in probes:
+        body += [
+            f"<h3>{esc(probe)}</h3>",
+            f"<h4>Effective context length (threshold {threshold:g}%)</h4>",
+            _effective(con, probe, threshold, seed),
+            "<h4>Drift</h4>",
+            _drift(con, probe, seed),
+            "<h4>Unstable cells</h4>",
+            _unstable(con, probe, spread),
+        ]
+    body.append("</section>")
+    return "\n".join(body)
+
+
+STYLE = """
+tr.drift td { background: #fde2e1; font-weight: bold; }
+"""
+
+
+__all__ = ["STYLE", "latest_epoch", "model_summary", "section"]
