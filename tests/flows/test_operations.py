@@ -485,3 +485,22 @@ def _healthy(api: Api) -> bool:
         return api.client.get("/health").status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_a_prefect_tag_limit_caps_a_models_requests_in_flight(
+    cli, prefect_api, write_config, tmp_path: Path
+) -> None:
+    api = Api(prefect_api[0])
+    tag = "needlescope-model:capped"
+    created = api.client.post("/concurrency_limits/", json={"tag": tag, "concurrency_limit": 1})
+    assert created.status_code in (200, 201), created.text
+    try:
+        with FakeOpenAIServer(perfect_answer, seed=6, delay_s=0.2) as server:
+            config = write_config(config_text(server.base_url, "capped", model="capped"))
+            done = cli("run", str(config), "-w", str(tmp_path / "wh"), "--no-report", extra_env=ENV)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert server.requests == 16
+            # The model allows 4 in flight; the tag limit, set in Prefect, allows 1.
+            assert server.max_in_flight == 1
+    finally:
+        api.client.delete(f"/concurrency_limits/tag/{tag}")
