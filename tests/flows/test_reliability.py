@@ -145,7 +145,8 @@ def test_five_kills_then_every_cell_is_graded_exactly_once(
     rng = random.Random(20261122)
     kill_points: list[dict[str, Any]] = []
     began = time.monotonic()
-    with FakeOpenAIServer(perfect_answer, delay_s=0.05) as server:
+    # Slow enough replies that five kills (batches overlap) still leave cells to do.
+    with FakeOpenAIServer(perfect_answer, delay_s=0.3) as server:
         config = write_config(
             config_text(
                 server.base_url,
