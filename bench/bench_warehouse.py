@@ -1,28 +1,31 @@
-"""Warehouse at scale: 1,000,000 graded recall answers and ~40,000,000 needle outcomes.
+"""Warehouse at scale: 1,000,000 recall results and ~40,000,000 needle outcomes in Parquet.
 
 Generates a realistic warehouse with the real schemas (``schema.TABLES``) in the real folder
 layout (``parquet/<table>/recall/<model>/``), written by the real file writer
-(``Warehouse._atomic_write``: its compression and row-group settings), then times, each in a
-fresh process:
+(``Warehouse._atomic_write``, with its compression settings), vectorised with Polars. Then
+times, each in a fresh process, with its peak RSS:
 
-* the accuracy-by-length queries (``accuracy_by_length`` and ``recall_stats`` views),
-* the position-accuracy heatmap query (``position_accuracy`` view),
-* a full ``needlescope report`` (the CLI, as a subprocess),
+* the accuracy-by-length queries (``SELECT * FROM accuracy_by_length`` and ``recall_stats``),
+* the position-accuracy heatmap query (``SELECT * FROM position_accuracy``),
+* ``needlescope report`` (the CLI, as a subprocess), and ``write_report`` in a fresh process
+  with the time of its phases, without ``report_extras`` (the statistics, comparison and
+  drill-down sections; ``--phases`` also times the whole report in-process).
 
-with the peak RSS of each process. The grid: 5 models x 10 lengths (1K-512K tokens) x 4
-needle counts (20, 40, 50, 60) x 4 fillers x 25 repeats = 20,000 cells, swept nightly for 50
-epochs = 1,000,000 (epoch, cell) results; about 2% of them had a failed attempt first, 0.3%
-end failed, 0.05% have a second graded answer (a racing rerun) that the views must ignore,
-and ~6% of the replies do not parse (more at long lengths). Needle outcomes: one row per
-expected needle of every parsed answer; hallucinations and duplicates at plausible rates.
+The grid: 5 models x 10 lengths (1K-512K tokens) x 4 needle counts (20, 40, 50, 60) x 4
+fillers x 25 repeats = 20,000 cells, swept nightly for 50 epochs = 1,000,000 (epoch, cell)
+results. About 2% of them had a failed attempt first, 0.3% end failed (no graded answer),
+0.05% have a second, older graded answer (a racing rerun) that the views must ignore, and
+2-10% of the replies do not parse (more at long lengths). Needle outcomes: one row per
+expected needle of every parsed answer (39.9M); hallucinations (0.3M) and duplicates (47K).
 
 Layouts: ``batched`` (default) writes one file per (table, model, epoch): 4,000 answers or
-~160,000 needle outcomes a file, 1,250 files. ``--layout sweep`` writes what a sweep with the
-default ``batch_size: 32`` appends: one file per 32 cells, ~95,000 small files (use
-``--epochs`` to scale it down). The generated warehouse is cached under ``bench/.cache/``,
-keyed by the layout, the scale and ``VERSION``, so a second run only measures.
+~160,000 needle outcomes a file, 1,006 files, as a compacted warehouse would hold them.
+``--layout sweep`` writes what sweeps with the default ``batch_size: 32`` append: one file
+per table per 32 cells, 118,449 files (``--epochs 10`` for a fifth of it). The warehouse is
+cached under ``bench/.cache/``, keyed by ``VERSION``, the layout and the epochs: a second run
+only measures. ``--regen`` rebuilds it.
 
-    python bench/bench_warehouse.py [--layout batched|sweep] [--epochs 50] [--regen]
+    python bench/bench_warehouse.py [--layout batched|sweep] [--epochs 50] [--no-report]
 """
 
 from __future__ import annotations
@@ -539,9 +542,13 @@ timed(report, "_snapshot", "snapshot of results")
 timed(report, "_load", "statistics queries")
 try:
     from needlescope.warehouse import report_extras
-    timed(report_extras, "collect", "report_extras.collect")
 except ImportError:
-    pass
+    report_extras = None
+if report_extras is not None and sys.argv[2:] == ["core"]:
+    # The report as before report_extras (statistics, comparisons, drill-down) was added.
+    report_extras.collect = lambda *args, **kwargs: report_extras.Extras()
+elif report_extras is not None:
+    timed(report_extras, "collect", "report_extras.collect")
 timed(report, "probe_figures", "probe charts data")
 timed(tables, "write_excel", "stats.xlsx")
 timed(report, "chart_spec", "chart specs")
@@ -612,6 +619,9 @@ def main() -> int:
     parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
     parser.add_argument("--no-report", action="store_true")
+    parser.add_argument(
+        "--phases", action="store_true", help="also time the whole report's phases in-process"
+    )
     args = parser.parse_args()
 
     root = CACHE / f"warehouse-v{VERSION}-{args.layout}-{args.epochs}e"
@@ -659,17 +669,25 @@ def main() -> int:
     script = Path(tempfile.mkdtemp()) / "report_child.py"
     script.write_text(REPORT_CHILD)
     try:
-        phases = run_child([PYTHON, str(script), str(root)]).data
+        variants = [("core", "without extras")]
+        if args.phases:
+            variants.insert(0, ("all", "write_report"))
+        for variant, title in variants:
+            try:
+                phases = run_child([PYTHON, str(script), str(root), variant]).data
+            except RuntimeError as exc:
+                print(f"{title:>20}: failed: {str(exc)[-300:]}")
+                continue
+            print(
+                f"{title:>20}: {phases['wall_s']:.1f} s wall; {phases['cpu_s']:.1f} s CPU in "
+                f"the main process (peak RSS {phases['peak_rss_mb']:,.0f} MiB), "
+                f"{phases['renderers_cpu_s']:.1f} s in the chart renderers (peak RSS "
+                f"{phases['renderer_peak_rss_mb']:,.0f} MiB each)"
+            )
+            for label, seconds in phases["phases"].items():
+                print(f"{'':>22}{label}: {seconds:.1f} s")
     finally:
         shutil.rmtree(script.parent, ignore_errors=True)
-    print(
-        f"{'write_report':>20}: {phases['wall_s']:.1f} s wall; {phases['cpu_s']:.1f} s CPU in "
-        f"the main process (peak RSS {phases['peak_rss_mb']:,.0f} MiB), "
-        f"{phases['renderers_cpu_s']:.1f} s in the chart renderers (peak RSS "
-        f"{phases['renderer_peak_rss_mb']:,.0f} MiB each)"
-    )
-    for label, seconds in phases["phases"].items():
-        print(f"{'':>22}{label}: {seconds:.1f} s")
     print(f"load average after: {load_average()}")
     return 0
 

@@ -294,6 +294,16 @@ def recall_figures(data: ProbeData) -> list[Figure]:
     return figures
 
 
+HEATMAPS = frozenset(
+    (
+        "position_accuracy",
+        "missing_by_position",
+        "misorder_by_position",
+        "hallucinations_by_interval",
+    )
+)
+
+
 def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
     # A block of model panels per variant (needle count, filler, …) that the probe varies.
     variants = charts.varying(data.stats, VARIANT_AXES)
@@ -569,19 +579,20 @@ def write_report(
         saved: list[Future[None]] = []  # each chart is drawn while the next is built
         sections: list[tuple[str, str, str]] = []  # anchor, title, html
         for data in probes:
-            names = []
             figures = recall_figures(data)
             if own[data.probe] is not None:
                 # A probe with charts of its own keeps, of the shared ones, the parse failures.
                 figures = [f for f in figures if f.name == "parse_failures_by_length"]
                 figures += [Figure(name, chart) for name, chart in own[data.probe] or []]
-            for figure in figures:
-                # recall keeps the plain names; other probes' files get a prefix
-                prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
+            # recall keeps the plain names; other probes' files get a prefix
+            prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
+            names = [prefix + figure.name for figure in figures]
+            specs.update({name: {} for name in names})  # in the page's order
+            # The needle heatmaps take longest to draw: start them first.
+            for figure in sorted(figures, key=lambda f: f.name not in HEATMAPS):
                 name = prefix + figure.name
                 specs[name] = chart_spec(figure.chart)
                 saved.append(draw.submit(charts_render.save_spec, specs[name], out / name, vl))
-                names.append(name)
             sections.append(
                 (
                     _anchor("probe", data.probe),
