@@ -380,8 +380,13 @@ def test_workers_of_a_pool_split_one_sweep(cli, prefect_api, write_config, tmp_p
     )
     assert {f for f, _ in per_shard} == set(shard_runs) and sum(n for _, n in per_shard) == 32
     # Each shard ran on a worker of its own.
+    # Who ran what: a worker logs "Worker '<name>' submitting flow run '<id>'" when it takes a
+    # run (the coordinating run's own output, in its worker's log, names the shards too).
     ran_on = {
-        shard: [i for i, log in enumerate(logs) if shard in log.read_text()] for shard in shard_runs
+        shard: [
+            i for i, log in enumerate(logs) if f"submitting flow run '{shard}'" in log.read_text()
+        ]
+        for shard in shard_runs
     }
     assert all(len(workers_) == 1 for workers_ in ran_on.values()), ran_on
     assert len({w[0] for w in ran_on.values()}) == 2, ran_on
