@@ -405,8 +405,7 @@ async def run_sweep(
         raise
     finally:
         progress.finish()
-        for name in list(RATE_LIMITS):
-            RATE_LIMITS.pop(name, None)
+        RATE_LIMITS.clear()
 
     dropped += sum(s.dropped for s in sweeps)
     graded = sum(s.graded for s in sweeps)
