@@ -21,11 +21,13 @@ expected needle of every parsed answer (39.9M); hallucinations (0.3M) and duplic
 Layouts: ``batched`` (default) writes one file per (table, model, epoch): 4,000 answers or
 ~160,000 needle outcomes a file, 1,006 files, as a compacted warehouse would hold them.
 ``--layout sweep`` writes what sweeps with the default ``batch_size: 32`` append: one file
-per table per 32 cells, 118,449 files (``--epochs 10`` for a fifth of it). The warehouse is
+per table per 32 cells, 118,449 files (``--epochs 10`` for a fifth of it). ``--layout
+compacted`` copies the sweep layout and runs ``needlescope compact`` on it (timed), as the
+end of each sweep does: one file per table folder. The warehouse is
 cached under ``bench/.cache/``, keyed by ``VERSION``, the layout and the epochs: a second run
 only measures. ``--regen`` rebuilds it.
 
-    python bench/bench_warehouse.py [--layout batched|sweep] [--epochs 50] [--no-report]
+    python bench/bench_warehouse.py [--layout batched|sweep|compacted] [--epochs 50] [--no-report]
 """
 
 from __future__ import annotations
@@ -500,6 +502,29 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     return counts
 
 
+def compacted(root: Path, sweep_root: Path, args: argparse.Namespace) -> None:
+    """The sweep layout, copied, then compacted by `needlescope compact` (timed)."""
+    if not (sweep_root / "bench-counts.json").exists():
+        print(f"the sweep layout first: run with --layout sweep --epochs {args.epochs}")
+        raise SystemExit(2)
+    print(f"copying {sweep_root} ...", flush=True)
+    shutil.copytree(sweep_root, root)
+    counts = json.loads((root / "bench-counts.json").read_text())
+    merge = run_child([NEEDLESCOPE, "compact", "-w", str(root), "--min-files", "2"])
+    expire = run_child([NEEDLESCOPE, "compact", "-w", str(root), "--grace", "0"])
+    print(merge.stdout.strip(), "/", expire.stdout.strip())
+    files = [p for p in root.rglob("*.parquet") if p.name != "_empty.parquet"]
+    counts |= {
+        "compact_files_before": counts["files"],
+        "files": len(files),
+        "compact_s": merge.wall_s,
+        "compact_cpu_s": merge.cpu_s,
+        "compact_rss_mb": merge.peak_rss_mb,
+        "expire_s": expire.wall_s,
+    }
+    (root / "bench-counts.json").write_text(json.dumps(counts))
+
+
 # ---------------------------------------------------------------------------- measuring
 
 # Each query in a fresh process: connect (create the views), run, fetch every row.
@@ -614,7 +639,7 @@ def load_average() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--layout", choices=("batched", "sweep"), default="batched")
+    parser.add_argument("--layout", choices=("batched", "sweep", "compacted"), default="batched")
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
@@ -626,7 +651,10 @@ def main() -> int:
 
     root = CACHE / f"warehouse-v{VERSION}-{args.layout}-{args.epochs}e"
     stamp = root / "bench-counts.json"
-    if args.regen or not stamp.exists():
+    if args.layout == "compacted" and (args.regen or not stamp.exists()):
+        shutil.rmtree(root, ignore_errors=True)
+        compacted(root, CACHE / f"warehouse-v{VERSION}-sweep-{args.epochs}e", args)
+    elif args.regen or not stamp.exists():
         shutil.rmtree(root, ignore_errors=True)
         print(f"generating {root} ...", flush=True)
         start = time.perf_counter()
@@ -642,6 +670,13 @@ def main() -> int:
         f"{counts['runs']} run rows; {counts['files']:,} files, {size / 2**20:,.0f} MiB "
         f"(generated in {counts['generate_s']} s)"
     )
+    if "compact_s" in counts:
+        print(
+            f"compaction of the sweep layout: {counts['compact_files_before']:,} files merged "
+            f"into {counts['files']:,} in {counts['compact_s']:.0f} s wall "
+            f"({counts['compact_cpu_s']:.0f} s CPU, peak RSS {counts['compact_rss_mb']:,.0f} MiB); "
+            f"deleting the merged-away files {counts['expire_s']:.1f} s"
+        )
     print(f"load average before measuring: {load_average()}", flush=True)
     for name, sql in QUERIES.items():
         runs = [run_child([PYTHON, "-c", QUERY_CHILD, str(root), sql]) for _ in range(args.repeat)]

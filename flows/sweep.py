@@ -260,6 +260,24 @@ def _run_row(
     }
 
 
+def compact_warehouse(store: Warehouse, logger: Any) -> None:
+    """Merge the warehouse's small files (this run's and others'). Never fails the sweep."""
+    from needlescope.warehouse.compaction import compact
+
+    try:
+        done = compact(store.root)
+    except Exception as exc:  # the answers are stored; the files only stay small
+        logger.warning("warehouse compaction skipped: %s", exc)
+        return
+    if done.files_merged or done.files_deleted:
+        logger.info(
+            "warehouse compacted: %d files merged, %d merged earlier deleted (%.1f s)",
+            done.files_merged,
+            done.files_deleted,
+            done.seconds,
+        )
+
+
 def epoch_drift(
     store: Warehouse, epoch: str, seed: int, logger: Any
 ) -> list[dict[str, Any]] | None:
@@ -451,6 +469,8 @@ async def run_sweep(
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
     summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
+    if config.compact:
+        compact_warehouse(store, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
     message = json.dumps(summary)

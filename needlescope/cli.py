@@ -402,6 +402,49 @@ def sql(
 
 
 @app.command()
+def compact(
+    warehouse: WarehouseOption = None,
+    min_files: Annotated[
+        int,
+        typer.Option(
+            "--min-files", min=2, help="Merge a folder once it holds at least this many files."
+        ),
+    ] = 8,
+    grace_minutes: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            min=0.0,
+            help="Minutes the merged-away files stay on disk for readers that listed them "
+            "before the merge (a later compaction deletes them).",
+        ),
+    ] = 60.0,
+) -> None:
+    """Merge the warehouse's small files (sweeps also do it when they end). Safe while sweeps
+    write and reports read: readers see every row exactly once."""
+    from needlescope.errors import WarehouseError
+    from needlescope.warehouse.compaction import compact as compact_files
+    from needlescope.warehouse.store import Warehouse
+
+    store = Warehouse(warehouse)
+    if not store.exists():
+        raise fail(f"no warehouse at {store.root}")
+    try:
+        done = compact_files(store.root, min_files=min_files, grace_s=grace_minutes * 60)
+    except OSError as exc:
+        raise fail(str(WarehouseError(f"cannot compact {store.root}: {exc}"))) from None
+    if not done.ran:
+        console.print("another compaction of this warehouse is running; nothing done")
+        return
+    store.refresh_views_file()
+    console.print(
+        f"merged {done.files_merged} files into "
+        f"{sum(t.folders for t in done.tables)}, deleted {done.files_deleted} merged earlier "
+        f"({done.seconds:.1f} s)"
+    )
+
+
+@app.command()
 def report(
     warehouse: WarehouseOption = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("reports"),

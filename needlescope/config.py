@@ -355,6 +355,8 @@ class SweepConfig(Frozen):
     # (consecutive prompts share the longest prefix), else "grid" (the grid's own order).
     # "shuffled" (seeded) is there to measure what the order buys.
     cell_order: Literal["auto", "prefix", "grid", "shuffled"] = "auto"
+    # Merge the warehouse's small files when a run ends (warehouse/compaction.py).
+    compact: bool = True
 
     @model_validator(mode="before")
     @classmethod

@@ -32,7 +32,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from needlescope.warehouse.stats import AXES, UNSTABLE_VARIABLE, summary_sql
+from needlescope.warehouse.stats import AXES, UNSTABLE_RANGE, UNSTABLE_VARIABLE, summary_sql
 
 Z95 = 1.959964
 DEFAULT_RESAMPLES = 2000
@@ -766,7 +766,7 @@ def _drift_entry(model: str, epoch: str, found: Comparison | None) -> dict[str, 
 def unstable_cells(
     con: duckdb.DuckDBPyConnection,
     *,
-    spread: float = 20.0,
+    spread: float = UNSTABLE_RANGE,
     probe: str = "recall",
     epoch: str | None = None,
 ) -> pl.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -17,6 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
+from needlescope.warehouse.compaction import (
+    Snapshot,
+    mark_views_snapshot,
+    snapshot,
+    table_sql,
+    use_snapshot,
+)
 from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
@@ -31,8 +39,10 @@ def slug(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", value)[:80] or "_"
 
 
-def views_sql(parquet_dir: Path) -> str:
-    """views.sql, then each probe's views_<probe>.sql (they build on the shared views)."""
+def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
+    """views.sql, then each probe's views_<probe>.sql (they build on the shared views). The
+    tables are read from the connection's snapshot variables, or with ``live_from`` (the
+    parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
     folder = resources.files("needlescope.warehouse")
     names = [
         "views.sql",
@@ -47,7 +57,9 @@ def views_sql(parquet_dir: Path) -> str:
     from needlescope.warehouse.stats import RECALL_STATS_VIEW
 
     text += RECALL_STATS_VIEW
-    return text.replace("{parquet}", parquet_dir.resolve().as_posix().replace("'", "''"))
+    for table in TABLES:
+        text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
+    return text
 
 
 def _writer_pid(name: str) -> int | None:
@@ -111,7 +123,7 @@ class Warehouse:
 
     def _remove_orphaned_partials(self) -> None:
         """Temp files left by a killed writer (its pid is in the name): never read, safe to drop."""
-        for partial in self.parquet.rglob(".*.parquet.partial"):
+        for partial in self.parquet.rglob(".*.parquet.partial"):  # compaction cleans its own
             pid = _writer_pid(partial.name)
             if pid is not None and not _alive(pid):
                 partial.unlink(missing_ok=True)
@@ -177,7 +189,8 @@ class Warehouse:
             raise WarehouseError(f"no warehouse at {self.root} (run a sweep or import first)")
         self.upgrade()
         con = duckdb.connect()
-        con.execute(views_sql(self.parquet))
+        use_snapshot(con, snapshot(self.root))
+        con.execute(views_sql())
         return con
 
     def refresh_views_file(self) -> bool:
@@ -186,21 +199,21 @@ class Warehouse:
             con = duckdb.connect(str(self.db_path))
         except duckdb.IOException:
             return False
+        taken_at = time.time()
         try:
-            con.execute(views_sql(self.parquet))
+            con.execute(views_sql(live_from=(self.parquet.resolve(), snapshot(self.root))))
         finally:
             con.close()
+        # Compaction deletes merged files' sources only once this file's views stopped reading them.
+        mark_views_snapshot(self.root, taken_at)
         return True
 
     def query_table(self, table: str, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         """``sql`` over one table's files, named ``t``; no views, no lock on the .duckdb file."""
-        glob = (self.parquet / table / "**" / "*.parquet").as_posix()
         con = duckdb.connect()
         try:
-            return con.execute(
-                f"WITH t AS (SELECT * FROM read_parquet(?, union_by_name = true)) {sql}",
-                [glob, *params],
-            ).fetchall()
+            use_snapshot(con, snapshot(self.root), tables=(table,))
+            return con.execute(f"WITH t AS {table_sql(table)} {sql}", params).fetchall()
         finally:
             con.close()
 

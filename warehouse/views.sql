@@ -1,12 +1,13 @@
 -- The warehouse's contract: analysis, charts and users read these views, never file paths.
--- {parquet} is replaced by the absolute path of the warehouse's parquet/ folder.
+-- {table:<name>} is replaced by a subquery reading the table's files as of the connection
+-- (the append files and the compacted ones; see compaction.py).
 
 -- Binding a view reads the footer of every file its glob matches, and views build on views:
 -- keep the footers in memory (files are immutable: written once under a new name).
 SET parquet_metadata_cache = true;
 
 CREATE OR REPLACE VIEW raw_runs AS
-SELECT * FROM read_parquet('{parquet}/runs/**/*.parquet', union_by_name = true);
+SELECT * FROM {table:runs};
 
 CREATE OR REPLACE VIEW runs AS
 SELECT s.run_id, s.epoch, s.config_name, s.at AS started_at, e.at AS ended_at,
@@ -22,7 +23,7 @@ WHERE s.event = 'start';
 -- A cell is written once per run that built it; all copies are identical but for run_id.
 CREATE OR REPLACE VIEW cells AS
 SELECT * EXCLUDE (schema_version)
-FROM read_parquet('{parquet}/cells/**/*.parquet', union_by_name = true)
+FROM {table:cells}
 QUALIFY row_number() OVER (
     PARTITION BY cell_id ORDER BY (prompt_sha256 IS NULL), created_at, run_id
 ) = 1;
@@ -30,7 +31,7 @@ QUALIFY row_number() OVER (
 -- Every attempt that reached the warehouse: graded answers and failures (error_kind set).
 CREATE OR REPLACE VIEW answers AS
 SELECT * EXCLUDE (schema_version)
-FROM read_parquet('{parquet}/answers/**/*.parquet', union_by_name = true);
+FROM {table:answers};
 
 -- One row per (epoch, cell): its graded answer, or else its latest failure. The attempt is
 -- picked before the join with cells (every attempt of a cell joins the same cells row), so the
@@ -82,13 +83,13 @@ GROUP BY ALL;
 -- parsed answer, attempts that results did not pick included): the views below keep only the
 -- rows of the answers in `results`.
 CREATE OR REPLACE VIEW raw_needle_outcomes AS
-SELECT * FROM read_parquet('{parquet}/needle_outcomes/**/*.parquet', union_by_name = true);
+SELECT * FROM {table:needle_outcomes};
 
 CREATE OR REPLACE VIEW raw_hallucinations AS
-SELECT * FROM read_parquet('{parquet}/hallucinations/**/*.parquet', union_by_name = true);
+SELECT * FROM {table:hallucinations};
 
 CREATE OR REPLACE VIEW raw_duplicates AS
-SELECT * FROM read_parquet('{parquet}/duplicates/**/*.parquet', union_by_name = true);
+SELECT * FROM {table:duplicates};
 
 -- Per-needle error analysis of the answers in `results` (parsed recall answers only).
 CREATE OR REPLACE VIEW needle_outcomes AS

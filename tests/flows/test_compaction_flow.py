@@ -1,0 +1,83 @@
+"""A sweep merges the warehouse's small files when it ends; nothing is counted twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from needlescope.warehouse.store import Warehouse
+from tests.flows.test_drift import ENV, perfect
+from tests.support.openai_server import FakeOpenAIServer
+
+CONFIG = """
+name: compacting
+seed: 5
+batch_size: 2
+compact: {compact}
+models:
+  - {{name: fake, provider: openai, base_url: "{url}", model: m, api_key_env: NS_FAKE_KEY,
+      concurrency: 4}}
+probes:
+  - probe: recall
+    lengths: [500, 900]
+    length_unit: chars
+    needle_counts: [2, 3]
+    fillers: [pattern, noise]
+    repeats: 3
+"""
+
+
+def counts(wh: Path) -> tuple[int, int, int]:
+    con = Warehouse(wh).connect()
+    try:
+        (row,) = con.execute(
+            "SELECT (SELECT count(*) FROM results WHERE accuracy = 100), "
+            "(SELECT count(*) FROM answers), (SELECT count(*) FROM raw_needle_outcomes)"
+        ).fetchall()
+        return row
+    finally:
+        con.close()
+
+
+def files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.parquet") if p.name != "_empty.parquet"]
+
+
+def run(cli: Any, config: Path, wh: Path, epoch: str) -> None:
+    done = cli("run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", extra_env=ENV)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["cells_graded"] == 24
+
+
+def test_sweeps_compact_when_they_end(cli, write_config, tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(perfect) as server:
+        config = write_config(CONFIG.format(url=server.base_url, compact="true"))
+        run(cli, config, wh, "c-1")
+        # 12 batches of 2 cells: 12 answer files, merged into one as the run ended.
+        (merged,) = files(wh / "compacted" / "answers" / "recall" / "fake")
+        assert len(files(wh / "parquet" / "answers")) == 12  # kept for earlier readers
+        assert counts(wh) == (24, 24, 24 * 5 // 2)
+        run(cli, config, wh, "c-2")
+        assert counts(wh) == (48, 48, 48 * 5 // 2)
+        assert len(files(wh / "compacted" / "answers" / "recall" / "fake")) == 2
+        # The duckdb CLI's views file was refreshed by the run: the merged-away files can go.
+        before = files(wh / "parquet")
+        done = cli("compact", "-w", str(wh), "--grace", "0")
+        assert done.returncode == 0, done.stderr
+        after = files(wh / "parquet")
+        assert f"deleted {len(before) - len(after)} merged earlier" in done.stderr
+        # What is left: the runs table's start and end rows, 4 files, too few to merge.
+        assert [p.relative_to(wh / "parquet").parts[0] for p in after] == ["runs"] * 4
+        assert counts(wh) == (48, 48, 48 * 5 // 2)
+
+
+def test_a_sweep_can_leave_the_files_as_written(cli, write_config, tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(perfect) as server:
+        config = write_config(CONFIG.format(url=server.base_url, compact="false"))
+        run(cli, config, wh, "c-1")
+    assert not (wh / "compacted").exists() or files(wh / "compacted") == []
+    assert len(files(wh / "parquet" / "answers")) == 12
+    assert counts(wh) == (24, 24, 24 * 5 // 2)
