@@ -7,6 +7,7 @@ different sweeps compare at a glance.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import altair as alt
@@ -25,6 +26,7 @@ NO_CASES = "No needle-case answers yet: nothing to chart."
 NO_PAIRS = "No cell has both an LLM and a RAG answer yet."
 NO_JUDGE = "No judge scores yet: configure a judge model for the cases probe."
 WIDTH = 300
+PANEL_AXES = ("case", "filler", "length_unit")  # shown in a panel's label when they vary
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,20 @@ def with_setting(frame: pl.DataFrame) -> pl.DataFrame:
 
 def _panels(frame: pl.DataFrame, lead: tuple[str, ...] = ("model",)) -> pl.DataFrame:
     """A ``panel`` label: the model, plus the case and filler when more than one is shown."""
-    shown = [*lead, *charts.varying(frame, ("case", "filler", "length_unit"))]
-    return charts.with_label(frame, shown, "panel")
+    return charts.with_label(frame, panel_axes(frame, lead), "panel")
+
+
+def panel_axes(frame: pl.DataFrame, lead: tuple[str, ...] = ("model",)) -> list[str]:
+    """What a panel is labelled with: ``lead``, and the case, filler and length unit when
+    ``frame`` holds more than one of them."""
+    return [*lead, *charts.varying(frame, PANEL_AXES)]
+
+
+def cell_labels(frame: pl.DataFrame, axes: Sequence[str]) -> pl.DataFrame:
+    """The fields that name a depth × length heatmap's cell beside its length and depth: its
+    ``panel`` (of ``axes``: :func:`panel_axes` of the grid) and ``setting``. The drill-down
+    labels the answers behind each cell with this too."""
+    return charts.with_label(with_setting(frame), axes, "panel")
 
 
 def depth_length_heatmap(
@@ -66,12 +80,15 @@ def depth_length_heatmap(
     subtitle: str | None = "mean keyword accuracy (%) of the answers; depth of the first needle",
 ) -> Chart:
     """Depth (rows, 0 at the top) × length, one panel per model (and case, filler), one block per
-    setting (LLM, and RAG per context mode) on one fixed colour scale: paired heatmaps."""
+    setting (LLM, and RAG per context mode) on one fixed colour scale: paired heatmaps.
+
+    The panels are labelled after the whole grid, not only its cells with a ``value``: the
+    keyword and judge heatmaps name their panels alike (and the drill-down, their cells)."""
     data = frame.filter(pl.col(value).is_not_null()) if value in frame.columns else frame.clear()
     if data.is_empty():
         return placeholder(title, NO_CASES, subtitle)
     judge = value == "mean_judge_score"
-    data = _panels(with_setting(data))
+    data = cell_labels(data, panel_axes(frame))
     settings = sorted(data["setting"].unique().to_list(), key=lambda s: (s != "llm", s))
     return charts.heatmap(
         data,

@@ -50,6 +50,12 @@ def label(frame: pl.DataFrame, columns: Sequence[str], name: str) -> pl.DataFram
     return frame.with_columns(pl.concat_str(parts, separator=" · ").alias(name))
 
 
+def variant_axes(frame: pl.DataFrame) -> list[str]:
+    """The axes the star-index heatmap labels its blocks with (the drill-down labels the
+    answers behind its cells with the same ones)."""
+    return informative(frame, VARIANT_AXES)
+
+
 def star_index_heatmap(
     frame: pl.DataFrame,
     *,
@@ -58,7 +64,7 @@ def star_index_heatmap(
     subtitle: str | None = "share of the parsed answers that listed each star's count",
 ) -> Chart:
     """Star index (context order) × length, a panel per model, a block per varying variant."""
-    axes = informative(frame, VARIANT_AXES)
+    axes = variant_axes(frame)
     data = label(frame, axes, "variant")
     return charts.heatmap(
         data,

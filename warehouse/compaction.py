@@ -46,7 +46,7 @@ VIEWS_MARK = ".views_snapshot"  # when the views file's snapshot was taken (refr
 DEFAULT_MIN_FILES = 8  # a folder with fewer append files is left as it is
 DEFAULT_MAX_COMPACTED = 8  # past this many compacted files a folder's are merged again
 DEFAULT_GRACE_S = 3600.0  # superseded files stay this long for readers that listed them
-ROW_GROUP_ROWS = 256_000
+ROW_GROUP_ROWS = 122_880  # DuckDB scans a file in parallel by row group
 
 
 @dataclass(frozen=True)

@@ -580,10 +580,11 @@ def write_report(
         sections: list[tuple[str, str, str]] = []  # anchor, title, html
         for data in probes:
             figures = recall_figures(data)
-            if own[data.probe] is not None:
+            mine = own[data.probe]
+            if mine is not None:
                 # A probe with charts of its own keeps, of the shared ones, the parse failures.
                 figures = [f for f in figures if f.name == "parse_failures_by_length"]
-                figures += [Figure(name, chart) for name, chart in own[data.probe] or []]
+                figures += [Figure(name, chart) for name, chart in mine.figures]
             # recall keeps the plain names; other probes' files get a prefix
             prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
             names = [prefix + figure.name for figure in figures]

@@ -28,6 +28,7 @@ from needlescope.warehouse import (
     run_metadata,
     statistics_section,
 )
+from needlescope.warehouse.probe_figures import ProbeCharts
 from needlescope.warehouse.store import Warehouse
 
 DEFAULT_THRESHOLD = 85.0
@@ -94,7 +95,7 @@ def _failed(what: str, exc: Exception) -> str:
 
 def _later(
     con: duckdb.DuckDBPyConnection,
-    heatmapped: Mapping[str, Sequence[str]],
+    targets: Sequence[drilldown.Target],
     names: Sequence[str],
     *,
     source: str,
@@ -104,7 +105,7 @@ def _later(
 ) -> Later:
     sections: list[Section] = []
     try:
-        drill = drilldown.collect(con, heatmapped, source=source)
+        drill = drilldown.collect(con, targets, source=source)
     except FAILURES as exc:  # the page keeps its charts: say what is missing
         drill = {}
         sections.append(("drilldown", "Drill-down", _failed("the heatmaps' drill-down", exc)))
@@ -140,10 +141,29 @@ def _in_background(root: Path, **options: Any) -> Later:
         con.close()
 
 
+def drill_targets(
+    probes: Sequence[ProbeLike],
+    own_figures: Mapping[str, ProbeCharts | None],
+    variant_axes: Sequence[str],
+) -> dict[str, list[drilldown.Target]]:
+    """The heatmaps a click drills into, by the probe whose section shows them: the needle
+    heatmaps of the probes drawn with the shared recall charts (labelled by the
+    ``variant_axes`` that vary), and the heatmaps of the probes' own charts."""
+    found: dict[str, list[drilldown.Target]] = {}
+    for p in probes:
+        own = own_figures.get(p.probe)
+        if own is None and (p.probe == "recall" or p.needles.height):
+            variants = charts.varying(p.stats, variant_axes)
+            found[p.probe] = [drilldown.recall_target(p.probe, variants)]
+        elif own is not None and own.drill:
+            found[p.probe] = list(own.drill)
+    return found
+
+
 def collect(
     con: duckdb.DuckDBPyConnection,
     probes: Sequence[ProbeLike],
-    own_figures: Mapping[str, Any],
+    own_figures: Mapping[str, ProbeCharts | None],
     *,
     variant_axes: Sequence[str],
     source: str = "results",
@@ -154,30 +174,27 @@ def collect(
 ) -> Extras:
     """Everything the page adds to report.py's charts and tables.
 
-    ``own_figures``: each probe's own charts (None for the probes drawn with the shared
-    recall charts, whose needle heatmaps the drill-down serves); ``variant_axes``: the axes
-    report.py labels the heatmaps' blocks with (when they vary). With ``root`` (the
-    warehouse), the slow part runs in the background on its own connection and reads the
-    ``results`` view rather than ``source`` (a temporary table of ``con``).
+    ``own_figures``: each probe's own charts and their drill-down targets (None for the
+    probes drawn with the shared recall charts, whose needle heatmaps the drill-down serves
+    too); ``variant_axes``: the axes report.py labels the needle heatmaps' blocks with (when
+    they vary). With ``root`` (the warehouse), the slow part runs in the background on its
+    own connection and reads the ``results`` view rather than ``source`` (a temporary table
+    of ``con``).
     """
     names = [p.probe for p in probes]
-    heatmapped = {
-        p.probe: charts.varying(p.stats, variant_axes)
-        for p in probes
-        if own_figures.get(p.probe) is None and (p.probe == "recall" or p.needles.height)
-    }
+    targets = drill_targets(probes, own_figures, variant_axes)
     hint = (
-        "<p class='muted'>Click a cell of a needle heatmap below to see the answers behind it: "
+        "<p class='muted'>Click a cell of a heatmap below to see the answers behind it: "
         "the expected needles, the reply, its grade, each needle's outcome and the haystack "
         "around it.</p>"
     )
     probe_html = {
         p.probe: statistics_section.model_summary(con, p.probe, seed=seed)
-        + (hint if p.probe in heatmapped else "")
+        + (hint if p.probe in targets else "")
         for p in probes
     }
     options: dict[str, Any] = {
-        "heatmapped": heatmapped,
+        "targets": [target for found in targets.values() for target in found],
         "names": names,
         "effective_threshold": effective_threshold,
         "unstable_spread": unstable_spread,

@@ -17,14 +17,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from needlescope import judge
 from needlescope.cells import Cell, expand_grid
 from needlescope.config import SweepConfig, parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.grading import grade_recall
-from needlescope.probes import recall
-from needlescope.probes.base import Context
+from needlescope.probes import cases, counting_stars, probe_module, rag, recall
+from needlescope.probes.base import Context, Grade
 from needlescope.probes.build import build_context
-from needlescope.warehouse.rows import analysis_rows, cell_row
+from needlescope.warehouse.rows import analysis_rows, cell_row, grade_tables
 from needlescope.warehouse.store import Warehouse
 
 T0 = datetime(2026, 4, 1, 3, 0, tzinfo=UTC)
@@ -157,6 +158,168 @@ def build_warehouse(root: Path, seed: int = 3) -> Built:
         tables["runs"].append(
             common | {"event": "end", "at": at, "cells_graded": len(contexts), "cells_failed": 0}
         )
+    for name, rows in tables.items():
+        store.append(name, rows)
+    return Built(store, config, contexts, replies)
+
+
+# ----------------------------------------------------------------------------- other probes
+# Counting-Stars, needle cases and their RAG twins: one epoch of two models, built by the
+# probes themselves (RAG with a word-count embedder), graded by the probes' own graders.
+
+PROBES_EPOCH = "probes-2026-04-03"
+CASES_FILE = Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml"
+PROBES_CONFIG: dict[str, Any] = {
+    "name": "probes",
+    "seed": 17,
+    "models": [{"name": m, "provider": "local"} for m in MODELS],
+    "probes": [
+        {
+            "probe": "counting_stars",
+            "stars": 4,
+            "lengths": [1200, 2400],
+            "length_unit": "chars",
+            "orders": ["ordered", "shuffled"],
+            "repeats": 2,
+        },
+        {
+            "probe": "cases",
+            "cases_file": str(CASES_FILE),
+            "cases": ["plum_cake_secrets", "lighthouse_colour"],
+            "lengths": [1500, 3000],
+            "length_unit": "chars",
+            "depth_count": 4,  # 0, 33.333, 66.667, 100: depths that are not whole numbers
+        },
+        {
+            "probe": "rag",
+            "cases_file": str(CASES_FILE),
+            "cases": ["plum_cake_secrets", "lighthouse_colour"],
+            "lengths": [1500, 3000],
+            "length_unit": "chars",
+            "depth_count": 4,
+            "chunk_size": 300,
+            "top_k": 2,
+        },
+    ],
+}
+_EMBED_WORDS = ("cardamom", "hazelnut", "elderflower", "secret", "ingredient", "lighthouse")
+
+
+async def _embed(texts: list[str]) -> list[list[float]]:
+    return [[float(t.lower().count(w)) for w in _EMBED_WORDS] + [0.05] for t in texts]
+
+
+def build_probe_contexts(config: SweepConfig) -> dict[str, Context]:
+    async def build(cell: Cell) -> Context:
+        spec = config.filler_spec(cell.filler)
+        filler = filler_from_spec(spec)
+        if cell.probe == "rag":
+            return await rag.build(cell, filler, spec.kind, _embed, _measure)
+        module = counting_stars if cell.probe == "counting_stars" else cases
+        return await build_context(module, cell, filler, spec.kind, _measure)
+
+    async def build_all() -> list[Context]:
+        return [await build(cell) for cell in expand_grid(config)]
+
+    return {c.cell.cell_id: c for c in asyncio.run(build_all())}
+
+
+def stars_reply(context: Context, rng: random.Random) -> str:
+    """alpha lists every count; beta forgets the last ones, and at 2400 chars loses count."""
+    counts = list(context.expected)
+    if context.cell.model == "alpha":
+        return json.dumps({"little_penguin": rng.sample(counts, len(counts))})
+    if context.cell.length == 2400 and context.cell.repeat == 1:
+        return "I lost count of the stars, sorry."
+    return json.dumps({"little_penguin": counts[:2]})
+
+
+def cases_reply(context: Context) -> str:
+    """RAG finds everything; the LLM's recall fades with depth (and is worse for beta)."""
+    expected = context.expected
+    depth = context.cell.depth or 0.0
+    if context.cell.probe == "rag" or depth == 0:
+        return f"{expected['true_answer']} (depth {depth:g})"
+    if depth < 50 and context.cell.model == "alpha":
+        return f"It mentions: {expected['needles'][0]}"
+    return "I do not know."
+
+
+def _probe_answer(
+    context: Context, reply: str, run_id: str, at: datetime
+) -> tuple[dict[str, Any], Grade]:
+    cell = context.cell
+    grade = probe_module(cell.probe).grade(context.expected, context.rendered.facts, reply)
+    detail = dict(grade.detail)
+    if cell.probe in ("cases", "rag") and cell.model == "alpha":  # judged: alpha only
+        score = 9 if grade.accuracy == 100 else 2
+        verdict = judge.parse_verdict(json.dumps({"score": score, "reason": f"judged {score}"}))
+        detail |= judge.judge_record(verdict, model="judge", keyword_accuracy=grade.accuracy)
+    return {
+        "run_id": run_id,
+        "epoch": PROBES_EPOCH,
+        "cell_id": cell.cell_id,
+        "model": cell.model,
+        "probe": cell.probe,
+        "answered_at": at,
+        "attempts": 1,
+        "response": reply,
+        "response_kept": True,
+        "parse_ok": grade.parse_ok,
+        "parse_error": grade.parse_error,
+        "accuracy": grade.accuracy,
+        **grade.figures,
+        "answered": None if grade.answered is None else json.dumps(grade.answered),
+        "detail": json.dumps(detail),
+        "finish_reason": "stop",
+        "latency_s": 0.5,
+    }, grade
+
+
+def build_probe_warehouse(root: Path, seed: int = 5) -> Built:
+    """Counting-Stars, cases and rag answers in a warehouse of their own."""
+    store = Warehouse(root).ensure()
+    config = parse_config(PROBES_CONFIG, "probes.yaml")
+    contexts = build_probe_contexts(config)
+    rng = random.Random(seed)
+    run_id = f"run-{PROBES_EPOCH}"
+    at = T0 + timedelta(days=2)
+    tables: dict[str, list[dict[str, Any]]] = {"cells": [], "answers": [], "needle_outcomes": []}
+    tables["runs"] = [
+        {
+            "run_id": run_id,
+            "epoch": PROBES_EPOCH,
+            "config_name": "probes",
+            "event": "start",
+            "at": at,
+            "config_json": config.model_dump_json(),
+            "needlescope_version": "0.1.0",
+            "cells_total": len(contexts),
+        }
+    ]
+    replies: dict[tuple[str, str], str] = {}
+    for cell_id, context in contexts.items():
+        cell = context.cell
+        at += timedelta(seconds=1)
+        tables["cells"].append(
+            cell_row(
+                context,
+                run_id,
+                haystack_length=len(context.haystack_text),
+                planned_tokens=None,
+                keep_prompt=False,
+                length_basis="chars",
+            )
+        )
+        reply = (
+            stars_reply(context, rng) if cell.probe == "counting_stars" else cases_reply(context)
+        )
+        replies[(PROBES_EPOCH, cell_id)] = reply
+        answer, grade = _probe_answer(context, reply, run_id, at)
+        tables["answers"].append(answer)
+        tables["needle_outcomes"] += grade_tables(
+            grade, run_id, PROBES_EPOCH, cell_id, cell.model, cell.probe
+        )["needle_outcomes"]
     for name, rows in tables.items():
         store.append(name, rows)
     return Built(store, config, contexts, replies)

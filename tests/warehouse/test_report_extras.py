@@ -44,7 +44,7 @@ def _blob(page: str, element_id: str) -> Any:
 def test_drilldown_rebuilds_every_haystack_and_caps_the_answers(built: Built) -> None:
     con = built.store.connect()
     try:
-        data = drilldown.collect(con, {"recall": VARIANTS}, per_cell=3)
+        data = drilldown.collect(con, [drilldown.recall_target("recall", VARIANTS)], per_cell=3)
     finally:
         con.close()
     assert set(data["charts"]) == set(drilldown.HEATMAPS)
@@ -78,7 +78,7 @@ def test_drilldown_shows_fewer_answers_per_cell_when_there_are_many_cells(
     monkeypatch.setattr(drilldown, "RESPONSE_BUDGET", 100)
     con = built.store.connect()
     try:
-        data = drilldown.collect(con, {"recall": VARIANTS})
+        data = drilldown.collect(con, [drilldown.recall_target("recall", VARIANTS)])
     finally:
         con.close()
     assert data["per_cell"] == 1 and data["response_chars"] == 500
@@ -158,7 +158,7 @@ def test_a_context_that_cannot_be_rebuilt_says_why(tmp_path: Path) -> None:
     shutil.rmtree(corpus)
     con = store.connect()
     try:
-        data = drilldown.collect(con, {"recall": []})
+        data = drilldown.collect(con, [drilldown.recall_target("recall", [])])
     finally:
         con.close()
     found = data["contexts"][cell.cell_id]
