@@ -22,7 +22,7 @@ import polars as pl
 import vl_convert as vlc
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse import charts, charts_render, report_extras, stats, tables
+from needlescope.warehouse import charts, charts_render, report_extras, significance, stats, tables
 from needlescope.warehouse.probe_figures import probe_figures
 from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
@@ -81,6 +81,7 @@ METRICS = (
     "errors",
     "mean_accuracy",
     "ci95",
+    "parse_failure_ci95",
     "median_accuracy",
     "min_accuracy",
     "max_accuracy",
@@ -94,6 +95,7 @@ HEADERS = {
     "prompt_version": "prompt",
     "mean_accuracy": "mean",
     "ci95": "95% interval",
+    "parse_failure_ci95": "parse failures % (95%)",
     "median_accuracy": "median",
     "min_accuracy": "min",
     "max_accuracy": "max",
@@ -101,6 +103,13 @@ HEADERS = {
     "accuracy_range": "range",
     "mean_latency_s": "latency (s)",
 }
+
+
+INTERVALS_NOTE = (
+    "95% intervals: the seeded percentile bootstrap of the mean "
+    f"({significance.DEFAULT_RESAMPLES:,} resamples; the normal interval above "
+    f"{significance.BOOTSTRAP_MAX_N:,} answers), Wilson for the parse-failure rate"
+)
 
 
 @dataclass(frozen=True)
@@ -206,7 +215,9 @@ def _snapshot(con: duckdb.DuckDBPyConnection) -> str:
 def _load(
     con: duckdb.DuckDBPyConnection, unstable_range: float, source: str = "results"
 ) -> tuple[pl.DataFrame, list[ProbeData]]:
-    table = stats.recall_stats(con, unstable_range, source=source)
+    table = significance.with_intervals(
+        con, stats.recall_stats(con, unstable_range, source=source), stats.AXES, source
+    )
     needles = stats.needle_rates(con, source=source)
     invented = stats.hallucination_rates(con, source=source)
     pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
@@ -216,12 +227,16 @@ def _load(
         variant = charts.varying(rows, ("needle_count", "prompt_version", "placement", "region"))
         by_model = stats.summary_sql(["probe", "model"], pooled)
         by_filler = stats.summary_sql(["probe", "model", "filler", *variant], pooled)
+        params = {"probe": probe}
+        models = con.sql(f"{by_model} ORDER BY ALL", params=params).pl()
+        fillers = con.sql(f"{by_filler} ORDER BY ALL", params=params).pl()
+        filler_axes = ["probe", "model", "filler", *variant]
         probes.append(
             ProbeData(
                 probe=probe,
                 stats=rows,
-                models=con.sql(f"{by_model} ORDER BY ALL", params={"probe": probe}).pl(),
-                fillers=con.sql(f"{by_filler} ORDER BY ALL", params={"probe": probe}).pl(),
+                models=significance.with_intervals(con, models, ["probe", "model"], pooled, params),
+                fillers=significance.with_intervals(con, fillers, filler_axes, pooled, params),
                 needles=needles.filter(pl.col("probe") == probe),
                 hallucinations=invented.filter(pl.col("probe") == probe),
             )
@@ -443,7 +458,14 @@ def _table(frame: pl.DataFrame) -> str:
 def _with_interval(frame: pl.DataFrame) -> pl.DataFrame:
     """The 95% interval as one "low–high" text column, for reading."""
     low, high = pl.col("ci95_low").round(1), pl.col("ci95_high").round(1)
-    return frame.with_columns(pl.format("{}–{}", low, high).alias("ci95"))
+    rate, lo, hi = (
+        (pl.col(c) * 100).round(1)
+        for c in ("parse_failure_rate", "parse_failure_lo", "parse_failure_hi")
+    )
+    return frame.with_columns(
+        pl.format("{}–{}", low, high).alias("ci95"),
+        pl.format("{} ({}–{})", rate, lo, hi).alias("parse_failure_ci95"),
+    )
 
 
 def _anchor(*parts: str) -> str:
@@ -503,7 +525,8 @@ def _probe_section(
         _overview(data),
         f"<p class='muted'>models: {links}</p>",
         "<h3>Models</h3>",
-        "<p class='muted'>all lengths pooled; accuracy (%) over the parsed answers</p>",
+        "<p class='muted'>all lengths pooled; accuracy (%) over the parsed answers; "
+        f"{INTERVALS_NOTE}</p>",
         _table(model_table),
         extra,  # report_extras: accuracy with intervals, the drill-down hint
         "<h3>Charts</h3>",
@@ -520,7 +543,7 @@ def _probe_section(
             f"<section id='{_anchor(data.probe, 'model', model)}'>",
             f"<h3>{probe} · {html.escape(model)}</h3>",
             "<p class='muted'>one row per cell config; accuracy (%) over the parsed answers; "
-            "shaded rows are unstable (their repeats span more than "
+            f"{INTERVALS_NOTE}; shaded rows are unstable (their repeats span more than "
             f"{unstable_range:g} points)</p>",
             _table(_with_interval(rows).select(*axes, *counts, *METRICS)),
             "</section>",

@@ -51,7 +51,8 @@ def _quoted(axes: Sequence[str]) -> str:
 def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     """Answers, parse failures and accuracy figures of ``source`` grouped by ``axes``.
 
-    ``ci95_low``/``ci95_high``: Student t interval of the mean, clipped to 0-100.
+    ``ci95_low``/``ci95_high``: Student t interval of the mean, clipped to 0-100 (the SQL
+    views' figure; the report replaces it with ``significance.with_intervals``).
     ``accuracy_range`` is max - min over the parsed answers (the repeats and epochs of one
     config when grouped by :data:`AXES`); ``unstable`` flags a range wider than the DuckDB
     variable ``recall_unstable_range`` (default 30 points).

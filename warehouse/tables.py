@@ -19,6 +19,8 @@ _SHEET_FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
 _UNSTABLE_FILL = PatternFill("solid", fgColor="FDE2E1")
 _FORMATS = {
     "parse_failure_rate": "0.0%",
+    "parse_failure_lo": "0.0%",
+    "parse_failure_hi": "0.0%",
     "mean_latency_s": "0.00",
 }
 _ACCURACY_FORMAT = "0.00"

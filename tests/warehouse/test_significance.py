@@ -253,6 +253,43 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
         sig.accuracy_table(con, axes=["no_such_axis"])
 
 
+def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path) -> None:
+    """The report's tables and charts (stats.summary_sql figures) get the intervals defined
+    here, not the Student t interval of the recall_stats view."""
+    from needlescope.warehouse import stats
+
+    sweep = Sweep(tmp_path)
+    sweep.run("run-e1", "e1")
+    hits = [4, 4, 3, 2, 4, 0, 4]
+    for repeat, n in enumerate(hits):
+        sweep.answer("m", "e1", 1000, pattern(n), repeat=repeat)
+    sweep.answer("m", "e1", 1000, None, repeat=9)  # parse failure
+    sweep.answer("m", "e1", 2000, None)  # nothing parsed at 2000
+    con = sweep.connect()
+    summary = stats.recall_stats(con)
+    table = sig.with_intervals(con, summary, stats.AXES, seed=3)
+    assert table.height == summary.height and table.columns[: len(summary.columns)] == list(
+        summary.columns
+    )
+    one = row(table, length=1000)
+    accuracies = [n * 25.0 for n in hits]
+    mean, lo, hi, method = sig.mean_interval(accuracies, seed=3)
+    assert (one["mean_accuracy"], one["ci95_low"], one["ci95_high"]) == pytest.approx(
+        (mean, lo, hi)
+    )
+    assert method == one["interval_method"] == "bootstrap"
+    t_interval = row(summary, length=1000)
+    assert (one["ci95_low"], one["ci95_high"]) != pytest.approx(
+        (t_interval["ci95_low"], t_interval["ci95_high"])
+    )
+    assert (one["parse_failure_lo"], one["parse_failure_hi"]) == pytest.approx(
+        sig.wilson_interval(1, 8)
+    )
+    unparsed = row(table, length=2000)
+    assert unparsed["ci95_low"] is None and unparsed["interval_method"] is None
+    assert unparsed["parse_failure_lo"] == pytest.approx(sig.wilson_interval(1, 1)[0])
+
+
 # ----------------------------------------------------------------------------- effective length
 
 
