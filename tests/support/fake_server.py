@@ -23,6 +23,7 @@ import inspect
 import json
 import random
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -81,6 +82,8 @@ class FakeServer(Generic[F]):
         self.fault_counts: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
+        self.first_request_at: float | None = None  # time.monotonic()
+        self.last_reply_at: float | None = None
         self.last_body: dict[str, Any] | None = None
         self.last_headers: Mapping[str, str] | None = None
         self.port = 0
@@ -106,6 +109,7 @@ class FakeServer(Generic[F]):
 
     def reset_counts(self) -> None:
         self.requests, self.max_in_flight = 0, 0
+        self.first_request_at = self.last_reply_at = None
         self.fault_counts.clear()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -183,10 +187,13 @@ class FakeServer(Generic[F]):
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self.first_request_at is None:
+            self.first_request_at = time.monotonic()
         try:
             resp = await self._answer(request)
         finally:
             self.in_flight -= 1
+            self.last_reply_at = time.monotonic()
         if not resp.prepared:
             resp.headers.update(self._headers(request))
         return resp
