@@ -331,6 +331,9 @@ def _merge(root: Path, table: str, folder: Path, sources: Sequence[Path]) -> int
         os.fsync(handle.fileno())
     _write_manifest(root, merged, sources)
     os.replace(partial, merged)  # the merge goes live: readers from now on skip the sources
+    # Its mtime marks when it went live (Manifest.live_since): a views-file refresh that began
+    # before this instant may have listed the folder without it, and must not count as past it.
+    os.utime(merged)
     return rows
 
 
