@@ -489,7 +489,10 @@ def test_needlescope_server_starts_prefect_with_its_ui_and_serves(
             lambda: _deployment_or_none(api, "sweep", "nightly-served"), 240, "the deployment"
         )
         assert deployment["schedules"][0]["schedule"]["cron"] == "0 3 * * *"
-        assert _deployment_or_none(api, "rerun-failed", "rerun-failed") is not None
+        # serve registers its deployments one after the other
+        wait_for(
+            lambda: _deployment_or_none(api, "rerun-failed", "rerun-failed"), 60, "rerun-failed"
+        )
         ui = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert ui.status_code == 200 and "<html" in ui.text.lower()
     # Stopping it stops the Prefect server it started.
