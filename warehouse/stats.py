@@ -137,6 +137,30 @@ FROM counted c JOIN configs g USING (config_id)
 """
 
 
+POSITION_ACCURACY_AXES = (
+    "model",
+    "probe",
+    "length",
+    "length_unit",
+    "needle_count",
+    "filler",
+    "prompt_version",
+)
+_POSITION_ACCURACY_SQL = needle_counts_sql(
+    POSITION_ACCURACY_AXES,
+    {
+        "frequency": "count(*) FILTER (WHERE o.in_lcs)",
+        "total_records": "count(*)",
+        "probability": "100.0 * count(*) FILTER (WHERE o.in_lcs) / count(*)",
+    },
+).strip()
+POSITION_ACCURACY_VIEW = f"""
+-- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it
+-- (needle_outcomes grouped by {", ".join(POSITION_ACCURACY_AXES)} and needle_index).
+CREATE OR REPLACE VIEW position_accuracy AS
+{_POSITION_ACCURACY_SQL};
+"""
+
 RECALL_STATS_VIEW = f"""
 -- Per recall cell config (model × length × needle count × filler × prompt × placement ×
 -- region): counts, accuracy figures over parsed answers, the spread of its repeats and

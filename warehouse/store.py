@@ -53,10 +53,10 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
         ),
     ]
     text = "\n".join(folder.joinpath(name).read_text() for name in names)
-    # The statistics view is generated from the one definition of the summary figures.
-    from needlescope.warehouse.stats import RECALL_STATS_VIEW
+    # These views are generated from the one definition of their figures (stats.py).
+    from needlescope.warehouse.stats import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
 
-    text += RECALL_STATS_VIEW
+    text += POSITION_ACCURACY_VIEW + RECALL_STATS_VIEW
     for table in TABLES:
         text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
     return text
