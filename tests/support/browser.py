@@ -222,6 +222,22 @@ async def inspect_page_async(
 
     ``screenshot``: also save a PNG of the whole page there (to look at a failure).
     """
+    async with _loaded_page(url, selector, ready, timeout_s, chromium) as (tools, report):
+        if screenshot is not None:
+            shot = await tools.send(
+                "Page.captureScreenshot", format="png", captureBeyondViewport=True
+            )
+            Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+    _collect(report, tools.events)
+    return report
+
+
+@contextlib.asynccontextmanager
+async def _loaded_page(
+    url: str, selector: str, ready: str, timeout_s: float, chromium: str | None
+) -> AsyncIterator[tuple[_DevTools, PageReport]]:
+    """A headless Chromium of its own with ``url`` loaded and driven until ``ready``; the
+    browser and its DevTools connection end with the block."""
     binary = chromium or find_chromium()
     if binary is None:
         raise FileNotFoundError("no Chromium found (apt-get install chromium)")
@@ -248,17 +264,11 @@ async def inspect_page_async(
                     tools = _DevTools(ws)
                     try:
                         await _drive(tools, report, url, selector, ready, timeout_s)
-                        if screenshot is not None:
-                            shot = await tools.send(
-                                "Page.captureScreenshot", format="png", captureBeyondViewport=True
-                            )
-                            Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+                        yield tools, report
                     finally:
                         await tools.close()
-                    _collect(report, tools.events)
         finally:
             _stop(process)
-    return report
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -396,34 +406,5 @@ async def open_page(
     chromium: str | None = None,
 ) -> AsyncIterator[PageSession]:
     """Load ``url`` as :func:`inspect_page_async` does, then hand the live page over."""
-    binary = chromium or find_chromium()
-    if binary is None:
-        raise FileNotFoundError("no Chromium found (apt-get install chromium)")
-    report = PageReport(url)
-    with tempfile.TemporaryDirectory(
-        prefix="needlescope-chromium-", ignore_cleanup_errors=True
-    ) as tmp:
-        profile = Path(tmp)
-        with (profile / "chromium.log").open("wb") as log:
-            process = subprocess.Popen(
-                [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        try:
-            port = await _wait_for_port(profile, process, timeout_s)
-            async with aiohttp.ClientSession() as http:
-                async with http.get(f"http://127.0.0.1:{port}/json/list") as reply:
-                    targets = await reply.json()
-                page = next(t for t in targets if t.get("type") == "page")
-                async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                    tools = _DevTools(ws)
-                    try:
-                        await _drive(tools, report, url, selector, ready, timeout_s)
-                        yield PageSession(tools, report)
-                    finally:
-                        await tools.close()
-        finally:
-            _stop(process)
+    async with _loaded_page(url, selector, ready, timeout_s, chromium) as (tools, report):
+        yield PageSession(tools, report)
