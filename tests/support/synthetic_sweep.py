@@ -79,6 +79,32 @@ def _reply(expected: list[int], recall_rate: float, rng: random.Random) -> str:
     return json.dumps({str(i): v for i, v in enumerate(answered, start=1)})
 
 
+def _start_row(
+    run_id: str, epoch: str, config: SweepConfig, at: datetime, cells: int
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "epoch": epoch,
+        "config_name": config.name,
+        "event": "start",
+        "at": at,
+        "config_json": config.model_dump_json(),
+        "needlescope_version": "0.1.0",
+        "cells_total": cells,
+    }
+
+
+def _cell_row(context: Context, run_id: str) -> dict[str, Any]:
+    return cell_row(
+        context,
+        run_id,
+        haystack_length=len(context.haystack_text),
+        planned_tokens=None,
+        keep_prompt=False,
+        length_basis="chars",
+    )
+
+
 def build_warehouse(root: Path, seed: int = 3) -> Built:
     store = Warehouse(root).ensure()
     config = parse_config(CONFIG, "drill.yaml")
@@ -92,29 +118,11 @@ def build_warehouse(root: Path, seed: int = 3) -> Built:
         run_id = f"run-{epoch}"
         at = T0 + timedelta(days=day)
         common = {"run_id": run_id, "epoch": epoch, "config_name": "drill"}
-        tables["runs"].append(
-            common
-            | {
-                "event": "start",
-                "at": at,
-                "config_json": config.model_dump_json(),
-                "needlescope_version": "0.1.0",
-                "cells_total": len(contexts),
-            }
-        )
+        tables["runs"].append(_start_row(run_id, epoch, config, at, len(contexts)))
         for index, (cell_id, context) in enumerate(contexts.items()):
             cell = context.cell
             at += timedelta(seconds=1)
-            tables["cells"].append(
-                cell_row(
-                    context,
-                    run_id,
-                    haystack_length=len(context.haystack_text),
-                    planned_tokens=None,
-                    keep_prompt=False,
-                    length_basis="chars",
-                )
-            )
+            tables["cells"].append(_cell_row(context, run_id))
             expected = list(context.expected)
             rate = 0.97 if cell.model == "alpha" else (0.8 if day == 0 else 0.35)
             reply = _reply(expected, rate - 0.0001 * cell.length, rng)
@@ -285,32 +293,12 @@ def build_probe_warehouse(root: Path, seed: int = 5) -> Built:
     run_id = f"run-{PROBES_EPOCH}"
     at = T0 + timedelta(days=2)
     tables: dict[str, list[dict[str, Any]]] = {"cells": [], "answers": [], "needle_outcomes": []}
-    tables["runs"] = [
-        {
-            "run_id": run_id,
-            "epoch": PROBES_EPOCH,
-            "config_name": "probes",
-            "event": "start",
-            "at": at,
-            "config_json": config.model_dump_json(),
-            "needlescope_version": "0.1.0",
-            "cells_total": len(contexts),
-        }
-    ]
+    tables["runs"] = [_start_row(run_id, PROBES_EPOCH, config, at, len(contexts))]
     replies: dict[tuple[str, str], str] = {}
     for cell_id, context in contexts.items():
         cell = context.cell
         at += timedelta(seconds=1)
-        tables["cells"].append(
-            cell_row(
-                context,
-                run_id,
-                haystack_length=len(context.haystack_text),
-                planned_tokens=None,
-                keep_prompt=False,
-                length_basis="chars",
-            )
-        )
+        tables["cells"].append(_cell_row(context, run_id))
         reply = (
             stars_reply(context, rng) if cell.probe == "counting_stars" else cases_reply(context)
         )
