@@ -49,7 +49,7 @@ from needlescope.fillers import Filler, filler_from_spec
 from needlescope.probes import cases as cases_probe
 from needlescope.probes import probe_module
 from needlescope.probes.build import rebuild
-from needlescope.warehouse import charts, charts_cases, charts_stars
+from needlescope.warehouse import charts, charts_cases, charts_stars, stats
 from needlescope.warehouse.report_html import anchor, json_clean, json_script
 
 # The recall heatmaps a click drills into: the field each puts on its y axis, its title, and
@@ -72,16 +72,7 @@ REBUILD_SECONDS = 30.0  # time spent rebuilding contexts, all cells together
 NEEDLE_REACH = 400  # characters after a needle's offset its value may sit at (a star sentence)
 KEY_SEPARATOR = "\x1f"
 # A recall cell config: every grid axis but the repeat (stats.AXES without the probe).
-GROUP_AXES = (
-    "model",
-    "length_unit",
-    "length",
-    "needle_count",
-    "filler",
-    "prompt_version",
-    "placement",
-    "region",
-)
+GROUP_AXES = stats.CONFIG_AXES
 # Config columns read from an answer's cell row (c), the way the probes' views (views_*.sql)
 # read them.
 CELL_AXIS_SQL: dict[str, str] = {

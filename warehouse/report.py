@@ -7,7 +7,6 @@ import contextlib
 import html
 import json
 import os
-import re
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,8 +21,17 @@ import polars as pl
 import vl_convert as vlc
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse import charts, charts_render, report_extras, significance, stats, tables
+from needlescope.warehouse import (
+    charts,
+    charts_render,
+    drilldown,
+    report_extras,
+    significance,
+    stats,
+    tables,
+)
 from needlescope.warehouse.probe_figures import probe_figures
+from needlescope.warehouse.report_html import anchor
 from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
 
@@ -309,14 +317,7 @@ def recall_figures(data: ProbeData) -> list[Figure]:
     return figures
 
 
-HEATMAPS = frozenset(
-    (
-        "position_accuracy",
-        "missing_by_position",
-        "misorder_by_position",
-        "hallucinations_by_interval",
-    )
-)
+HEATMAPS = frozenset(drilldown.HEATMAPS)  # the needle heatmaps
 
 
 def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
@@ -468,10 +469,6 @@ def _with_interval(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _anchor(*parts: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-").lower()
-
-
 def _figure(name: str) -> str:
     return (
         f"<figure class='chart'><div class='vega' id='{name}'></div>"
@@ -518,10 +515,10 @@ def _probe_section(
         )
     )
     links = " ".join(
-        f"<a href='#{_anchor(data.probe, 'model', m)}'>{html.escape(m)}</a>" for m in models
+        f"<a href='#{anchor(data.probe, 'model', m)}'>{html.escape(m)}</a>" for m in models
     )
     body = [
-        f"<section id='{_anchor('probe', data.probe)}'><h2>Probe: {probe}</h2>",
+        f"<section id='{anchor('probe', data.probe)}'><h2>Probe: {probe}</h2>",
         _overview(data),
         f"<p class='muted'>models: {links}</p>",
         "<h3>Models</h3>",
@@ -540,7 +537,7 @@ def _probe_section(
         axes = [a for a in shown_axes if a not in ("probe", "model")]
         counts = ["epochs", "repeats"] if data.stats["epochs"].max() != 1 else ["repeats"]
         body += [
-            f"<section id='{_anchor(data.probe, 'model', model)}'>",
+            f"<section id='{anchor(data.probe, 'model', model)}'>",
             f"<h3>{probe} · {html.escape(model)}</h3>",
             "<p class='muted'>one row per cell config; accuracy (%) over the parsed answers; "
             f"{INTERVALS_NOTE}; shaded rows are unstable (their repeats span more than "
@@ -609,7 +606,7 @@ def write_report(
                 figures = [f for f in figures if f.name == "parse_failures_by_length"]
                 figures += [Figure(name, chart) for name, chart in mine.figures]
             # recall keeps the plain names; other probes' files get a prefix
-            prefix = "" if data.probe == "recall" else f"{_anchor(data.probe)}_"
+            prefix = "" if data.probe == "recall" else f"{anchor(data.probe)}_"
             names = [prefix + figure.name for figure in figures]
             specs.update({name: {} for name in names})  # in the page's order
             # The needle heatmaps take longest to draw: start them first.
@@ -619,7 +616,7 @@ def write_report(
                 saved.append(draw.submit(charts_render.save_spec, specs[name], out / name, vl))
             sections.append(
                 (
-                    _anchor("probe", data.probe),
+                    anchor("probe", data.probe),
                     f"Probe: {data.probe}",
                     _probe_section(
                         data, names, unstable_range, extras.probe_html.get(data.probe, "")

@@ -11,7 +11,6 @@ are built and drawn; the page waits for it (:attr:`Extras.sections`, :attr:`Extr
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from needlescope.warehouse import (
     statistics_section,
 )
 from needlescope.warehouse.probe_figures import ProbeCharts
+from needlescope.warehouse.report_html import failed
 from needlescope.warehouse.store import Warehouse
 
 DEFAULT_THRESHOLD = 85.0
@@ -89,10 +89,6 @@ class Extras:
 FAILURES = (duckdb.Error, ValueError, KeyError, OSError)
 
 
-def _failed(what: str, exc: Exception) -> str:
-    return f"<p class='muted'>Could not compute {html.escape(what)}: {html.escape(str(exc))}</p>"
-
-
 def _later(
     con: duckdb.DuckDBPyConnection,
     targets: Sequence[drilldown.Target],
@@ -108,14 +104,14 @@ def _later(
         drill = drilldown.collect(con, targets, source=source)
     except FAILURES as exc:  # the page keeps its charts: say what is missing
         drill = {}
-        sections.append(("drilldown", "Drill-down", _failed("the heatmaps' drill-down", exc)))
+        sections.append(("drilldown", "Drill-down", failed("the heatmaps' drill-down", exc)))
     panel, drill_script = drilldown.section_parts(drill)
     try:
         comparison, compare_script = compare_section.section(
             compare_section.collect(con, names, seed=seed)
         )
     except FAILURES as exc:
-        comparison, compare_script = _failed("the model comparisons", exc), ""
+        comparison, compare_script = failed("the model comparisons", exc), ""
     if comparison:
         sections.append(("comparison", "Compare models", comparison))
     statistics = statistics_section.section(

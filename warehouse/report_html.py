@@ -20,6 +20,11 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def failed(what: str, exc: object) -> str:
+    """What a section shows in place of a figure it could not compute, and why."""
+    return f"<p class='muted'>Could not compute {esc(what)}: {esc(exc)}</p>"
+
+
 def anchor(*parts: str) -> str:
     """An element id from ``parts`` (the rule report.py uses for its section anchors)."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-").lower()

@@ -21,24 +21,18 @@ from collections.abc import Sequence
 
 import duckdb
 
-from needlescope.warehouse import significance
-from needlescope.warehouse.report_html import anchor, esc, interval, number, p_value, table
-
-MAX_UNSTABLE_ROWS = 100
-_UNSTABLE_AXES = (
-    "model",
-    "length_unit",
-    "length",
-    "needle_count",
-    "filler",
-    "prompt_version",
-    "placement",
-    "region",
+from needlescope.warehouse import significance, stats
+from needlescope.warehouse.report_html import (
+    anchor,
+    esc,
+    failed,
+    interval,
+    number,
+    p_value,
+    table,
 )
 
-
-def _failed(what: str, exc: Exception) -> str:
-    return f"<p class='muted'>Could not compute {esc(what)}: {esc(exc)}</p>"
+MAX_UNSTABLE_ROWS = 100
 
 
 def _pct(value: object) -> str:
@@ -50,7 +44,7 @@ def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) 
     try:
         frame = significance.accuracy_table(con, probe=probe, axes=("model",), seed=seed)
     except (duckdb.Error, ValueError) as exc:
-        return _failed("the accuracy intervals", exc)
+        return failed("the accuracy intervals", exc)
     if frame.is_empty():
         return ""
     rows = []
@@ -107,7 +101,7 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
     try:
         frame = significance.effective_lengths(con, probe=probe, threshold=threshold, seed=seed)
     except (duckdb.Error, ValueError) as exc:
-        return _failed("effective context lengths", exc)
+        return failed("effective context lengths", exc)
     if frame.is_empty():
         return "<p class='muted'>No answers.</p>"
     rows = []
@@ -159,7 +153,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
         epoch = latest_epoch(con, probe)
         summary = significance.drift_summary(con, epoch, seed, probe=probe) if epoch else []
     except (duckdb.Error, ValueError) as exc:
-        return _failed("drift", exc)
+        return failed("drift", exc)
     if not summary:
         return "<p class='muted'>No epochs.</p>"
     rows, classes = [], []
@@ -201,10 +195,10 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
     try:
         frame = significance.unstable_cells(con, spread=spread, probe=probe)
     except (duckdb.Error, ValueError) as exc:
-        return _failed("unstable cells", exc)
+        return failed("unstable cells", exc)
     if frame.is_empty():
         return f"<p class='muted'>No cell config spans more than {spread:g} points.</p>"
-    axes = [a for a in _UNSTABLE_AXES if a in ("model", "length") or frame[a].n_unique() > 1]
+    axes = [a for a in stats.CONFIG_AXES if a in ("model", "length") or frame[a].n_unique() > 1]
     shown = frame.sort("accuracy_range", descending=True).head(MAX_UNSTABLE_ROWS)
     rows = []
     for r in shown.iter_rows(named=True):

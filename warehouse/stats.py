@@ -24,6 +24,8 @@ AXES: tuple[str, ...] = (
     "placement",
     "region",
 )
+# A cell config within a probe's section: every grid axis but the probe and the repeat.
+CONFIG_AXES: tuple[str, ...] = AXES[1:]
 UNSTABLE_RANGE = 30.0
 UNSTABLE_VARIABLE = "recall_unstable_range"
 
