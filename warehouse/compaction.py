@@ -97,17 +97,18 @@ def manifests(root: Path) -> list[Manifest]:
     return found
 
 
-def snapshot(root: Path) -> Snapshot:
+def snapshot(root: Path, tables: Sequence[str] = tuple(TABLES)) -> Snapshot:
+    """The files to read of ``tables`` (all by default), as of now."""
     root = root.resolve()  # DuckDB names files by absolute paths
     # Compacted files are listed before the manifests are read, and append files after: a
     # merged file in the list had its manifest written before it appeared, so its sources are
     # left out whenever it is read; a merged file not in the list leaves its sources in.
-    listed = {table: sorted((compacted_root(root) / table).rglob("*.parquet")) for table in TABLES}
+    listed = {table: sorted((compacted_root(root) / table).rglob("*.parquet")) for table in tables}
     present = {path for files in listed.values() for path in files}
     gone = {source for m in manifests(root) if m.merged in present for source in m.sources}
     files: dict[str, list[Path]] = {}
     superseded: dict[str, list[Path]] = {}
-    for table in TABLES:
+    for table in tables:
         appended = sorted((root / "parquet" / table).rglob("*.parquet"))
         files[table] = [f for f in (*appended, *listed[table]) if f not in gone]
         superseded[table] = [f for f in appended if f in gone]
@@ -207,10 +208,16 @@ def views_snapshot_time(root: Path) -> float:
 
 
 def mark_views_snapshot(root: Path, taken_at: float) -> None:
-    mark = root / VIEWS_MARK
-    tmp = mark.with_name(f"{mark.name}.{os.getpid()}.tmp")
-    tmp.write_text(repr(taken_at), encoding="utf-8")
-    os.replace(tmp, mark)
+    _replace_text(root / VIEWS_MARK, repr(taken_at))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all (a synced temporary file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def compact(
@@ -263,8 +270,9 @@ def _drop_expired(root: Path, grace_s: float, by_table: dict[str, TableCompactio
         manifest.path.unlink(missing_ok=True)
 
 
-def _partial_of(merged: Path) -> Path:
-    return merged.with_name(f".{merged.name}.partial")
+def partial_of(target: Path) -> Path:
+    """Where a Parquet file is written before its rename: hidden, never matched as data."""
+    return target.with_name(f".{target.name}.partial")
 
 
 def _compact_table(
@@ -311,7 +319,7 @@ def _merge(root: Path, table: str, folder: Path, sources: Sequence[Path]) -> int
         / f"c-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}.parquet"
     )
     merged.parent.mkdir(parents=True, exist_ok=True)
-    partial = _partial_of(merged)
+    partial = partial_of(merged)
     rows = 0
     with pq.ParquetWriter(partial, schema, compression="zstd") as writer:
         pending: list[pa.Table] = []
@@ -357,8 +365,4 @@ def _write_manifest(root: Path, merged: Path, sources: Sequence[Path]) -> None:
         "sources": [s.relative_to(root).as_posix() for s in sources],
         "created_at": datetime.now(UTC).isoformat(),
     }
-    tmp = folder / f".{path.name}.tmp"
-    tmp.write_text(json.dumps(body), encoding="utf-8")
-    with tmp.open("rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    _replace_text(path, json.dumps(body))

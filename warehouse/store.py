@@ -19,8 +19,10 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.warehouse.compaction import (
+    EMPTY_FILE,
     Snapshot,
     mark_views_snapshot,
+    partial_of,
     snapshot,
     table_sql,
     use_snapshot,
@@ -106,7 +108,7 @@ class Warehouse:
         because views read with union_by_name, a column added by a newer schema version
         reads as NULL in older files: adding columns is the only schema change we make.
         """
-        empty = folder / "_empty.parquet"
+        empty = folder / EMPTY_FILE
         if empty.exists() and pq.read_schema(empty).equals(schema, check_metadata=False):
             return
         self._atomic_write(schema.empty_table(), empty)
@@ -175,7 +177,7 @@ class Warehouse:
 
     @staticmethod
     def _atomic_write(data: pa.Table, target: Path) -> None:
-        partial = target.with_name(f".{target.name}.partial")
+        partial = partial_of(target)
         pq.write_table(data, partial, compression="zstd")
         with partial.open("rb") as handle:
             os.fsync(handle.fileno())
@@ -212,7 +214,7 @@ class Warehouse:
         """``sql`` over one table's files, named ``t``; no views, no lock on the .duckdb file."""
         con = duckdb.connect()
         try:
-            use_snapshot(con, snapshot(self.root), tables=(table,))
+            use_snapshot(con, snapshot(self.root, (table,)), tables=(table,))
             return con.execute(f"WITH t AS {table_sql(table)} {sql}", params).fetchall()
         finally:
             con.close()
