@@ -600,7 +600,17 @@ def _details(con: duckdb.DuckDBPyConnection, picked: str, chars: int) -> Details
         f"""
         SELECT a.run_id, a.epoch, a.cell_id, left(a.response, $chars) AS response,
                length(a.response) AS response_chars, a.response_kept, a.parse_error,
-               a.error, a.finish_reason, a.truncated, a.correct, a.missing, a.extra, a.wrong
+               a.error, a.finish_reason, a.truncated, a.correct, a.missing, a.extra, a.wrong,
+               -- the LLM judge's verdict on a needle case's answer (needlescope.judge)
+               CASE WHEN a.probe IN ('cases', 'rag') THEN
+                   TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER)
+               END AS judge_score,
+               CASE WHEN a.probe IN ('cases', 'rag') THEN
+                   json_extract_string(a.detail, '$.judge_reason')
+               END AS judge_reason,
+               CASE WHEN a.probe IN ('cases', 'rag') THEN
+                   json_extract_string(a.detail, '$.judge_error')
+               END AS judge_error
         FROM answers a SEMI JOIN {picked} p ON {key}
         {same_attempt}
         """,
@@ -622,21 +632,10 @@ def _details(con: duckdb.DuckDBPyConnection, picked: str, chars: int) -> Details
         ORDER BY a.run_id, a.epoch, a.cell_id, a.answer_index
         """,
     )
-    judged = _frame(  # the LLM judge's verdict on a needle case's answer (needlescope.judge)
-        con,
-        f"""
-        SELECT * FROM (
-            SELECT a.run_id, a.epoch, a.cell_id,
-                   TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER)
-                       AS judge_score,
-                   json_extract_string(a.detail, '$.judge_reason') AS judge_reason,
-                   json_extract_string(a.detail, '$.judge_error') AS judge_error
-            FROM answers a SEMI JOIN {picked} p ON {key}
-            WHERE a.probe IN ('cases', 'rag')
-            {same_attempt}
-        )
-        WHERE judge_score IS NOT NULL OR judge_error IS NOT NULL
-        """,
+    judged = (
+        replies.filter(pl.col("judge_score").is_not_null() | pl.col("judge_error").is_not_null())
+        if replies.height
+        else replies
     )
     columns = ", ".join(f'c."{c}"' for c in ("cell_id", "run_id", *_CELL_FIELDS))
     cells = _frame(
