@@ -12,11 +12,11 @@ from typing import Any
 from needlescope.cells import Cell
 from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig
 from needlescope.errors import LengthError, ProviderError
-from needlescope.fillers import Filler, PatternFiller, filler_from_spec
+from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.haystack import measure_text
 from needlescope.probes import probe_module
 from needlescope.probes.base import Context
-from needlescope.probes.build import build_context
+from needlescope.probes.build import budget_overhead, build_context
 from needlescope.providers.base import Message, Provider
 from needlescope.providers.open import open_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
@@ -45,21 +45,24 @@ def context_window(model: ModelConfig) -> int | None:
 
 
 def fits_context(cell: Cell, model: ModelConfig) -> bool:
-    """Token-sized cells longer than the model's window (with room for the answer) are dropped."""
+    """Token-sized cells longer than the model's window (with room for the answer) are dropped.
+    A cell taken as it is cannot be told before it is built: the model's reply will say."""
     window = context_window(model)
-    if window is None or cell.length_unit != "tokens":
+    if window is None or cell.length_unit != "tokens" or cell.as_is:
         return True
-    budget = probe_module(cell.probe).answer_budget(cell, model.generation.max_tokens)
-    return cell.length + budget + CONTEXT_MARGIN <= window
+    budget = probe_module(cell.probe).answer_budget(cell, model.generation.answer_tokens)
+    return cell.length + budget_overhead(cell) + budget + CONTEXT_MARGIN <= window
 
 
 def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
     window = context_window(model) or DEFAULT_LOCAL_CONTEXT
-    token_cells = [c for c in cells if c.length_unit == "tokens"]
+    token_cells = [c for c in cells if c.length_unit == "tokens" and not c.as_is]
     if len(token_cells) != len(cells) or not cells:
         return window
     need = max(
-        c.length + probe_module(c.probe).answer_budget(c, model.generation.max_tokens)
+        c.length
+        + budget_overhead(c)
+        + probe_module(c.probe).answer_budget(c, model.generation.answer_tokens)
         for c in cells
     )
     return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
@@ -115,7 +118,23 @@ class SweepRuntime:
             self._fillers[name] = filler_from_spec(spec)
         return self._fillers[name], spec.kind
 
-    def measure(self, model: str, unit: str) -> Callable[[str], Awaitable[int]]:
+    def filler_for(self, cell: Cell) -> tuple[Filler, str]:
+        """The cell's filler; for a corpus used as it is, the one file the cell names."""
+        if not cell.as_is:
+            return self.filler(cell.filler)
+        spec = self.config.filler_spec(cell.filler)
+        assert spec.path is not None  # validated: a corpus
+        path = spec.path if spec.path.is_file() else spec.path / str(cell.params()["file"])
+        key = f"{cell.filler}/{path.name}"
+        if key not in self._fillers:
+            self._fillers[key] = WholeFileFiller(path)
+        return self._fillers[key], spec.kind
+
+    def measure(
+        self, model: str, unit: str, *, whole_prompt: bool = True
+    ) -> Callable[[str], Awaitable[int]]:
+        """Lengths in ``unit``: for tokens, of the prompt as sent (chat template included), or
+        of the text alone (``whole_prompt=False``: a haystack's own length)."""
         if unit in ("chars", "bytes"):
 
             async def by_text(text: str) -> int:
@@ -125,7 +144,10 @@ class SweepRuntime:
         provider = self.providers[model]
 
         async def by_tokens(text: str) -> int:
-            count = await provider.count_prompt_tokens((Message("user", text),))
+            if whole_prompt:
+                count = await provider.count_prompt_tokens((Message("user", text),))
+            else:
+                count = await provider.count_tokens(text)
             if count is None:
                 # No tokenizer behind this provider: estimate, and say so in cells.length_basis.
                 self.estimated.add(model)
@@ -144,10 +166,10 @@ class SweepRuntime:
         return "tokenizer"
 
     async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
-        max_tokens = self.config.model(model).generation.max_tokens
+        max_tokens = self.config.model(model).generation.answer_tokens
         built = Built()
         for cell in cells:
-            filler, kind = self.filler(cell.filler)
+            filler, kind = self.filler_for(cell)
             measure = self.measure(model, cell.length_unit)
             probe = probe_module(cell.probe)
             try:
@@ -158,7 +180,15 @@ class SweepRuntime:
                     )
                 else:
                     context = await build_context(
-                        probe, cell, filler, kind, measure, max_tokens=max_tokens
+                        probe,
+                        cell,
+                        filler,
+                        kind,
+                        measure,
+                        max_tokens=max_tokens,
+                        measure_haystack=self.measure(
+                            model, cell.length_unit, whole_prompt=False
+                        ),
                     )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
@@ -200,6 +230,18 @@ class SweepRuntime:
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
         return await self.providers[model].count_tokens(context.haystack_text)
+
+    async def stored_length(self, model: str, context: Context) -> int:
+        """The cells table's length: the cell's own, or for a haystack taken as it is, the
+        length measured (of the haystack before its needles, or of the whole prompt)."""
+        cell = context.cell
+        if not cell.as_is:
+            return cell.length
+        if cell.params().get("length_budget") != "haystack":
+            return context.prompt_length
+        filler, _ = self.filler_for(cell)
+        measure = self.measure(model, cell.length_unit, whole_prompt=False)
+        return await measure(filler.text(context.filler_chars))
 
     async def planned_tokens(self, model: str, context: Context) -> int | None:
         if context.cell.length_unit == "tokens":

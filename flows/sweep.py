@@ -60,7 +60,7 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     }
     return ChatRequest(
         messages=context.messages,
-        max_tokens=context.max_tokens,
+        max_tokens=context.max_tokens if generation.sends_max_tokens else None,
         temperature=generation.temperature,
         extra={**extra, **generation.extra},
     )
@@ -146,6 +146,7 @@ class ModelSweep:
                     planned_tokens=await self.runtime.planned_tokens(self.model, context),
                     keep_prompt=keep_prompt,
                     length_basis=self.runtime.length_basis(self.model, context),
+                    length=await self.runtime.stored_length(self.model, context),
                 )
             )
         if rows:

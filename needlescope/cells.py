@@ -15,6 +15,7 @@ from needlescope.fillers import filler_from_spec
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
 ID_VERSION = 1
+AS_IS = 0  # a cell's length when its haystack is not fitted (a corpus with fit: none)
 
 
 def canonical_json(value: Any) -> str:
@@ -65,6 +66,11 @@ class Cell:
         return key
 
     @property
+    def as_is(self) -> bool:
+        """Length 0: the haystack is a corpus file as it is; its measured length is stored."""
+        return self.length == AS_IS
+
+    @property
     def context_id(self) -> str:
         return short_hash(self.context_key())
 
@@ -82,8 +88,9 @@ class Cell:
     @property
     def label(self) -> str:
         where = self.region if self.depth is None else f"d{self.depth:g}"
+        size = "as-is" if self.as_is else f"{self.length}{_unit_suffix(self.length_unit)}"
         return (
-            f"{self.model} {self.probe} {self.length}{_unit_suffix(self.length_unit)} "
+            f"{self.model} {self.probe} {size} "
             f"n{self.needle_count} {self.filler} {where} r{self.repeat} [{self.cell_id[:8]}]"
         )
 

@@ -45,11 +45,27 @@ class Frozen(BaseModel):
 class Generation(Frozen):
     """Settings sent with every request. Part of the cell id: changing one asks the model again."""
 
+    # None or "omit": not sent (the recall seed sends neither temperature nor max_tokens).
     temperature: float | None = Field(default=0.0, ge=0, le=2)
-    max_tokens: PositiveInt | None = None
+    # None: sized to the probe's answer; "omit": not sent at all.
+    max_tokens: PositiveInt | Literal["omit"] | None = None
     top_p: float | None = Field(default=None, gt=0, le=1)
     seed: int | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _omitted_temperature(cls, value: Any) -> Any:
+        return None if value == "omit" else value
+
+    @property
+    def answer_tokens(self) -> int | None:
+        """The configured answer budget, or None to size it to the probe's answer."""
+        return self.max_tokens if isinstance(self.max_tokens, int) else None
+
+    @property
+    def sends_max_tokens(self) -> bool:
+        return self.max_tokens != "omit"
 
 
 class Price(Frozen):
@@ -122,35 +138,58 @@ class FillerSpec(Frozen):
     path: Path | None = None
     seed: int = 0
     scrub_digits: bool = True
+    # "none": a corpus used as it is, as the recall seed used a novel: each .txt file (or the
+    # one file ``path`` names) is a whole haystack, not fitted to a length, digits kept.
+    fit: Literal["auto", "none"] = "auto"
 
     @model_validator(mode="after")
     def _corpus_needs_path(self) -> FillerSpec:
         if self.kind == "corpus" and self.path is None:
             raise ValueError("a corpus filler needs path (a directory of .txt files)")
+        if self.fit == "none":
+            if self.kind != "corpus":
+                raise ValueError("fit: none is for corpus fillers (a file used as it is)")
+            if "scrub_digits" in self.model_fields_set and self.scrub_digits:
+                raise ValueError("fit: none keeps the file as it is: scrub_digits cannot be true")
         return self
+
+    @property
+    def as_is(self) -> bool:
+        return self.fit == "none"
 
 
 class RecallProbe(Frozen):
     probe: Literal["recall"]
-    lengths: list[Count] = Field(min_length=1)
+    # Optional only when every filler is used as it is (a corpus with fit: none).
+    lengths: list[Count] | None = Field(default=None, min_length=1)
     length_unit: LengthUnit = "tokens"
-    needle_counts: list[Count] = Field(min_length=1)
+    # "prompt": a cell's length is the whole prompt's; "haystack": the haystack's own length
+    # before the needles go in (the recall seed's context_length). One value, not an axis.
+    length_budget: Literal["prompt", "haystack"] = "prompt"
+    # Optional only when every region gives its needle counts (0-0.1:1,0.9-1:39).
+    needle_counts: list[Count] | None = Field(default=None, min_length=1)
     digits: int = Field(default=4, ge=2, le=15)
-    placements: list[Literal["even", "random"]] = Field(default=["even"], min_length=1)
+    # even / random: needlescope's placement over the regions laid end to end; seed: the
+    # recall seed's, range by range (the default when every prompt is a seed template).
+    placements: list[Literal["even", "random", "seed"]] = Field(default=["even"], min_length=1)
     regions: list[str] = Field(default=["whole"], min_length=1)
+    jitter: float = Field(default=0.0, ge=0, le=1)  # the seed's random offset ratio
     fillers: list[str] = Field(default=["pattern"], min_length=1)
     prompts: list[str] = Field(default=["recall-en-v1"], min_length=1)
     repeats: PositiveInt = 1
     snap: Literal["auto", "char", "word", "sentence"] = "auto"
 
-    @field_validator("regions")
+    @model_validator(mode="before")
     @classmethod
-    def _valid_regions(cls, values: list[str]) -> list[str]:
-        from needlescope.haystack import parse_regions
+    def _seed_placement_by_default(cls, data: Any) -> Any:
+        from needlescope.probes.templates import SEED_TEMPLATES
 
-        for value in values:
-            parse_regions(value)
-        return values
+        if not isinstance(data, dict) or "placements" in data:
+            return data
+        prompts = data.get("prompts")
+        if isinstance(prompts, list) and prompts and all(p in SEED_TEMPLATES for p in prompts):
+            return {**data, "placements": ["seed"]}
+        return data
 
     @field_validator("prompts")
     @classmethod
@@ -162,6 +201,48 @@ class RecallProbe(Frozen):
                 known = ", ".join(sorted(RECALL_TEMPLATES))
                 raise ValueError(f"unknown prompt template {value!r}; known: {known}")
         return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RecallProbe:
+        from needlescope.haystack import parse_regions
+        from needlescope.needle_ranges import counted_needles
+        from needlescope.probes.templates import SEED_TEMPLATES
+
+        seeded = "seed" in self.placements
+        for region in self.regions:
+            if seeded:
+                total = counted_needles(region)
+                if total is not None and self.needle_counts not in (None, [total]):
+                    raise ValueError(
+                        f"regions: {region!r} places {total} needles, but needle_counts is"
+                        f" {self.needle_counts}"
+                    )
+                if total is None and self.needle_counts is None:
+                    raise ValueError(f"regions: {region!r} gives no counts: give needle_counts")
+            if set(self.placements) - {"seed"}:
+                try:
+                    parse_regions(region)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"regions: {exc} (counts and absolute ranges need placements: [seed])"
+                    ) from None
+        if self.needle_counts is None and not seeded:
+            raise ValueError("needle_counts: Field required")
+        if self.jitter and not seeded:
+            raise ValueError("jitter: the seed's random offsets need placements: [seed]")
+        if self.digits != 4 and set(self.prompts) & set(SEED_TEMPLATES):
+            raise ValueError("digits: the seed's prompt asks for four-digit numbers: use digits 4")
+        return self
+
+    def counts_for(self, region: str) -> list[int]:
+        """The needle counts a region is swept with: its own counts' total, or needle_counts."""
+        from needlescope.needle_ranges import counted_needles
+
+        total = counted_needles(region) if "seed" in self.placements else None
+        if total is not None:
+            return [total]
+        assert self.needle_counts is not None  # validated
+        return list(self.needle_counts)
 
 
 STAR_PRESETS = {"32-32": (32, 32), "64-32": (64, 32), "16-32": (16, 32), "32-16": (32, 16)}
@@ -401,6 +482,21 @@ class SweepConfig(Frozen):
                         f"probes.{index}.fillers: unknown filler {filler!r}; known: {known}"
                     )
         for index, probe in enumerate(self.probes):
+            if isinstance(probe, RecallProbe) and probe.lengths is None:
+                fitted = [f for f in probe.fillers if not self.filler_spec(f).as_is]
+                if fitted:
+                    raise ValueError(
+                        f"probes.{index}.lengths: Field required (fillers {', '.join(fitted)}"
+                        " are fitted to a length)"
+                    )
+            elif not isinstance(probe, RecallProbe):
+                as_is = [f for f in getattr(probe, "fillers", []) if self.filler_spec(f).as_is]
+                if as_is:
+                    raise ValueError(
+                        f"probes.{index}.fillers: {as_is[0]!r} is used as it is (fit: none),"
+                        f" which only the recall probe supports"
+                    )
+        for index, probe in enumerate(self.probes):
             for role in ("judge", "embedder"):
                 name = getattr(probe, role, None)
                 if name is not None and name not in names:
@@ -432,6 +528,9 @@ def _format_location(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
 
 
+_FIELD_FIRST = re.compile(r"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
+
+
 def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
@@ -447,6 +546,10 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "unknown field"
+        # A check across fields names its field first ("regions: ..."): part of the location.
+        if (named := _FIELD_FIRST.match(message)) and first["type"] == "value_error":
+            location = ".".join(p for p in (location, named[1]) if p)
+            message = message[named.end() :]
         where = f"{source}: {location}: " if location else f"{source}: "
         raise ConfigError(_one_line(where + message)) from None
 
@@ -480,7 +583,14 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
         for name, spec in config.fillers.items()
     }
     for name, spec in fillers.items():
-        if spec.kind == "corpus" and spec.path is not None:
+        if spec.as_is and spec.path is not None:
+            if not spec.path.exists():
+                raise ConfigError(f"{source}: fillers.{name}.path: not found: {spec.path}")
+            from needlescope.fillers import as_is_files
+
+            if not as_is_files(spec.path):
+                raise ConfigError(f"{source}: fillers.{name}.path: no .txt files in {spec.path}")
+        elif spec.kind == "corpus" and spec.path is not None:
             if not spec.path.is_dir():
                 raise ConfigError(
                     f"{source}: fillers.{name}.path: corpus directory not found: {spec.path}"

@@ -200,6 +200,41 @@ class CorpusFiller:
         }
 
 
+class WholeFileFiller:
+    """One .txt file as it is (a corpus with ``fit: none``): no fitting, digits kept.
+
+    The recall seed's novel tests used a novel file whole as the haystack; ``text(n)`` is the
+    file's first n characters, and never more than the file.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ValueError(f"corpus file not found: {self.path}")
+        # Read as Python reads a text file (universal newlines), as the seed did.
+        self._text = self.path.read_text(encoding="utf-8")
+        self.name = f"file-{self.path.stem}"
+
+    @property
+    def size(self) -> int:
+        return len(self._text)
+
+    def text(self, n_chars: int) -> str:
+        _check_length(n_chars)
+        return self._text[:n_chars]
+
+    def describe(self) -> dict[str, Any]:
+        digest = hashlib.sha256(self._text.encode()).hexdigest()[:16]
+        return {"kind": "corpus-file", "file": self.path.name, "sha256": digest}
+
+
+def as_is_files(path: Path) -> list[Path]:
+    """The haystacks of a corpus used as it is: the file itself, or a folder's .txt files."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+
+
 def make_filler(kind: str, **params: Any) -> Filler:
     """A filler by kind: pattern (pattern), noise (seed), prose (language, seed), corpus (path)."""
     if kind == "corpus" and "path" in params:
@@ -227,4 +262,8 @@ def filler_from_spec(spec: FillerSpec) -> Filler:
     if spec.kind == "prose":
         return SyntheticProseFiller(spec.language, spec.seed)
     assert spec.path is not None  # the config validates this
+    if spec.fit == "none":
+        if not spec.path.is_file():
+            raise ValueError(f"a corpus used as it is is read one file at a time: {spec.path}")
+        return WholeFileFiller(spec.path)
     return CorpusFiller(spec.path, scrub_digits=spec.scrub_digits)

@@ -172,6 +172,32 @@ def insert_needles(
     return Inserted(text="".join(pieces), offsets=tuple(offsets), spans=tuple(spans))
 
 
+def insert_at(text: str, needles: Sequence[str], positions: Sequence[int]) -> Inserted:
+    """Insert each needle at its character index of ``text`` as it was before any insertion
+    (the recall seed's way: from the last position to the first, so each lands at its own
+    index). ``positions`` must be sorted; equal positions keep the needles' order."""
+    if len(needles) != len(positions):
+        raise ValueError(f"{len(needles)} needles but {len(positions)} positions")
+    if any(b < a for a, b in itertools.pairwise(positions)):
+        raise ValueError("needle positions must be sorted")
+    if positions and not 0 <= positions[0] <= positions[-1] <= len(text):
+        raise ValueError(f"needle positions must lie within 0..{len(text)}")
+    pieces: list[str] = []
+    offsets: list[int] = []
+    spans: list[tuple[int, int]] = []
+    size = done = 0
+    for needle, position in zip(needles, positions, strict=True):
+        pieces.append(text[done:position])
+        size += position - done
+        pieces.append(needle)
+        offsets.append(size)
+        spans.append((size, size + len(needle)))
+        size += len(needle)
+        done = position
+    pieces.append(text[done:])
+    return Inserted(text="".join(pieces), offsets=tuple(offsets), spans=tuple(spans))
+
+
 def _needs_space(char: str) -> bool:
     return bool(char) and not char.isspace() and not _UNSPACED_CHAR.match(char)
 

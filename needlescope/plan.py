@@ -44,7 +44,7 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
         row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
         row.exact &= cell.length_unit == "tokens"
         row.answer_tokens += probe_module(cell.probe).answer_budget(
-            cell, model.generation.max_tokens
+            cell, model.generation.answer_tokens
         )
         judge = getattr(probe, "judge", None)
         if judge:

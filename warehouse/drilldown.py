@@ -532,7 +532,7 @@ def _configs(con: duckdb.DuckDBPyConnection, target: Target, source: str) -> pl.
     frame = con.sql(
         f"""
         SELECT {_quoted(target.axes)},
-               count(*) FILTER (WHERE error_kind IS NULL) AS answers_total,
+               count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers_total,
                count(*) FILTER (WHERE error_kind IS NULL AND parse_ok) AS parsed_total,
                count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors_total
         FROM ({answers}) GROUP BY ALL

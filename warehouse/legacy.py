@@ -218,7 +218,7 @@ class _Importer:
                 continue
             cell_id, expected = todo
             grade = grade_recall(expected, response)
-            parsed += grade.parse_ok
+            parsed += bool(grade.parse_ok)
             self._add_cell(tables, plan, cell_id, len(expected), {"row": row_id}, expected)
             answered = None if grade.answered is None else json.dumps(grade.answered)
             tables["answers"].append(

@@ -32,16 +32,23 @@ def cell_row(
     planned_tokens: int | None,
     keep_prompt: bool,
     length_basis: str | None = None,
+    length: int | None = None,
 ) -> dict[str, Any]:
+    """``length``: the length measured, for a cell whose haystack was taken as it is."""
     cell = context.cell
     rendered = context.rendered
+    sent_max_tokens = json.loads(cell.generation).get("max_tokens") != "omit"
+    row = bare_cell_row(cell, run_id)
+    if length is not None:
+        row["length"] = length
     return {
-        **bare_cell_row(cell, run_id),
+        **row,
         "filler_chars": context.filler_chars,
         "prompt_length": context.prompt_length,
+        "prompt_bytes": context.prompt_bytes,
         "haystack_length": haystack_length,
         "planned_tokens": planned_tokens,
-        "max_tokens": context.max_tokens,
+        "max_tokens": context.max_tokens if sent_max_tokens else None,
         "prompt_sha256": context.prompt_sha256,
         "expected": _json(rendered.expected),
         "needle_fractions": _json(list(rendered.fractions)),
@@ -120,6 +127,7 @@ def bare_cell_row(cell: Cell, run_id: str) -> dict[str, Any]:
         "seed": cell.seed,
         "length": cell.length,
         "length_unit": cell.length_unit,
+        "length_budget": cell.params().get("length_budget", "prompt"),
         "needle_count": cell.needle_count,
         "repeat": cell.repeat,
     }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+# 2: answers.uncounted; cells.prompt_bytes and cells.length_budget (the recall seed's terms).
+SCHEMA_VERSION = 2
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -51,10 +52,13 @@ CELLS = pa.schema(
         ("seed", pa.int64()),
         ("length", pa.int64()),
         ("length_unit", pa.string()),
+        # prompt: the length is the whole prompt's; haystack: the haystack's before its needles
+        ("length_budget", pa.string()),
         ("needle_count", pa.int64()),
         ("repeat", pa.int64()),
         ("filler_chars", pa.int64()),
         ("prompt_length", pa.int64()),
+        ("prompt_bytes", pa.int64()),  # the whole prompt's UTF-8 bytes, as sent
         ("haystack_length", pa.int64()),
         ("planned_tokens", pa.int64()),
         ("max_tokens", pa.int64()),
@@ -100,6 +104,9 @@ ANSWERS = pa.schema(
         ("detail", pa.string()),  # JSON object: probe-specific grading detail
         ("truncated", pa.bool_()),  # the reply stopped at its token limit: not a wrong answer
         ("cost_usd", pa.float64()),  # from the model's price table, when it has one
+        # Why a reply that is no parse failure is left out of the counts (recall: an empty
+        # reply, or keys the seed's analysis could not order); NULL when it counts.
+        ("uncounted", pa.string()),
     ]
 )
 

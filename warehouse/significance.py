@@ -240,13 +240,13 @@ def accuracy_table(
     )
     source, params = _filtered_results(probe, epoch, _quoted(needed))
     cols = _quoted(axes)
-    parsed = "error_kind IS NULL AND parse_ok"
+    parsed = "error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL"
     frame = con.sql(
         f"""
         WITH r AS MATERIALIZED (SELECT * FROM {source}),
         per_group AS (
             SELECT {cols},
-                   count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+                   count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
                    count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
                    count(*) FILTER (WHERE {parsed}) AS graded,
                    avg(accuracy) FILTER (WHERE {parsed}) AS mean_accuracy,
@@ -330,7 +330,7 @@ def with_intervals(
         f"""
         WITH p AS (
             SELECT {cols}, accuracy, count(*) OVER (PARTITION BY {cols}) AS n
-            FROM {source} WHERE error_kind IS NULL AND parse_ok
+            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
         )
         SELECT {cols}, count(*) AS n, avg(accuracy) AS mean, stddev_samp(accuracy) AS sd,
                list(accuracy) FILTER (WHERE n <= {BOOTSTRAP_MAX_N}) AS accuracies
@@ -849,7 +849,8 @@ def unstable_cells(
         WITH s AS ({summary_sql(AXES, source)}),
         acc AS (
             SELECT {cols}, list(accuracy ORDER BY epoch, "repeat", accuracy) AS accuracies
-            FROM {source} WHERE error_kind IS NULL AND parse_ok GROUP BY {cols}
+            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
+            GROUP BY {cols}
         )
         SELECT {_quoted(AXES, "s.")}, s.epochs, s.repeats, s.graded, s.min_accuracy,
                s.max_accuracy, s.accuracy_range, acc.accuracies

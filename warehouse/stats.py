@@ -60,13 +60,13 @@ def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     variable ``recall_unstable_range`` (default 30 points).
     """
     cols = _quoted(axes)
-    parsed = "error_kind IS NULL AND parse_ok"
+    parsed = "error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL"
     return f"""
 WITH per_group AS (
     SELECT {cols},
            count(DISTINCT epoch) AS epochs,
            count(DISTINCT "repeat") AS repeats,
-           count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
            count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
            count(*) FILTER (WHERE {parsed}) AS graded,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
@@ -240,7 +240,7 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
         f"""
         WITH parsed AS (
             SELECT {cols}, count(*) AS parsed_answers
-            FROM {source} WHERE error_kind IS NULL AND parse_ok
+            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
             GROUP BY {cols}
         ), found AS (
             -- the hallucinations view's rows (those of the answers in results), by config

@@ -50,9 +50,9 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,
        a.response_kept, a.parse_ok, a.parse_error, a.accuracy, a.edit_distance, a.correct,
-       a.missing, a.extra, a.wrong, a.latency_s, a.error_kind, a.error, a.attempts,
+       a.missing, a.extra, a.wrong, a.uncounted, a.latency_s, a.error_kind, a.error, a.attempts,
        a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
-       a.detail, a.truncated, a.cost_usd, c.length_basis,
+       a.detail, a.truncated, a.cost_usd, c.length_basis, c.length_budget, c.prompt_bytes,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)
@@ -63,12 +63,14 @@ CREATE OR REPLACE VIEW failed_cells AS
 SELECT * FROM results WHERE error_kind IS NOT NULL;
 
 -- Average accuracy by length and needle count: the seed's summary, with its counts.
--- Parse failures count as answers but are excluded from the accuracy figures (the seed's rule).
+-- Parse failures count as answers but are excluded from the accuracy figures (the seed's rule);
+-- an empty reply (parse_ok NULL) is neither, and an answer the seed's analysis could not order
+-- (accuracy NULL, `uncounted` says why) is an answer but not graded.
 CREATE OR REPLACE VIEW accuracy_by_length AS
 SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
-       count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+       count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
        count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-       count(*) FILTER (WHERE error_kind IS NULL AND parse_ok) AS graded,
+       count(*) FILTER (WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL) AS graded,
        count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
        avg(accuracy) FILTER (WHERE parse_ok) AS mean_accuracy,
        median(accuracy) FILTER (WHERE parse_ok) AS median_accuracy,

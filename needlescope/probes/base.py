@@ -56,6 +56,11 @@ class Context:
         return (Message("user", self.prompt_text),)
 
     @property
+    def prompt_bytes(self) -> int:
+        """The whole prompt's UTF-8 bytes (what names the recall seed's tables)."""
+        return sum(len(m.content.encode()) for m in self.messages)
+
+    @property
     def prompt_sha256(self) -> str:
         return hashlib.sha256(self.prompt_text.encode()).hexdigest()
 
@@ -72,7 +77,7 @@ class NeedleResult:
 
 @dataclass(frozen=True)
 class Grade:
-    parse_ok: bool
+    parse_ok: bool | None  # None: neither an answer nor a parse failure (recall's empty reply)
     parse_error: str | None
     accuracy: float | None  # 0–100; None when the answer could not be read
     answered: Any = None  # JSON-able: what the answer said, as the grader read it

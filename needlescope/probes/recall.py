@@ -1,4 +1,9 @@
-"""The recall probe: N distinct k-digit numbers in a haystack, to be listed in order as JSON."""
+"""The recall probe: N k-digit numbers in a haystack, to be listed in order as JSON.
+
+needlescope's templates hide distinct values, placed over the regions laid end to end
+(``even`` / ``random``); the ``seed`` placement and the ``recall-seed`` template reproduce the
+recall seed's experiment (``needle_ranges``; values that may repeat).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
+from needlescope.cells import Cell, ModelFields, canonical_json, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
-from needlescope.fillers import Filler
+from needlescope.fillers import Filler, as_is_files
 from needlescope.grading import ErrorAnalysis, grade_recall_batch
-from needlescope.haystack import insert_needles, parse_regions, place_needles
+from needlescope.haystack import insert_at, insert_needles, parse_regions, place_needles
+from needlescope.needle_ranges import counted_needles, seed_positions
 from needlescope.probes.base import Grade, NeedleResult, Rendered
-from needlescope.probes.templates import RECALL_TEMPLATES
+from needlescope.probes.templates import RECALL_TEMPLATES, SEED_TEMPLATES
 
 NAME = "recall"
 FITS_FILLER = True
@@ -27,34 +33,73 @@ class Needles:
     fractions: tuple[float, ...]
 
 
+def _params(probe: RecallProbe) -> str:
+    params: dict[str, Any] = {"digits": probe.digits, "snap": probe.snap}
+    # Only settings away from their defaults join the id: older cells keep theirs.
+    if probe.length_budget != "prompt":
+        params["length_budget"] = probe.length_budget
+    if probe.jitter:
+        params["jitter"] = probe.jitter
+    return canonical_json(params)
+
+
 def expand(config: SweepConfig, probe: RecallProbe) -> Iterator[Cell]:
-    params = canonical_json({"digits": probe.digits, "snap": probe.snap})
-    axes = itertools.product(
-        config.tested_models(),
-        probe.lengths,
-        probe.needle_counts,
-        probe.fillers,
-        probe.placements,
-        probe.regions,
-        probe.prompts,
-        range(probe.repeats),
-    )
-    for model, length, count, filler, placement, region, prompt, repeat in axes:
+    """Cells in grid order (model, length, needle count, filler, placement, region, prompt,
+    repeat); a corpus used as it is (fit: none) gives a cell per file instead of per length,
+    with length 0 ("as it is": the cells table stores the length measured)."""
+    fitted = [f for f in probe.fillers if not config.filler_spec(f).as_is]
+    as_is = [f for f in probe.fillers if config.filler_spec(f).as_is]
+    counts = probe.needle_counts or [0]  # 0: every region gives its own counts
+    for model in config.tested_models():
+        fields = model_fields(model)
+        for length, count, filler in itertools.product(probe.lengths or [], counts, fitted):
+            spec = filler_identity(config.filler_spec(filler))
+            yield from _variants(config, probe, fields, filler, spec, length, count, None)
+        for filler in as_is:
+            directory = config.filler_spec(filler)
+            for path in as_is_files(directory.path):  # type: ignore[arg-type]
+                spec = filler_identity(directory.model_copy(update={"path": path}))
+                for count in counts:
+                    yield from _variants(config, probe, fields, filler, spec, 0, count, path.name)
+
+
+def _variants(
+    config: SweepConfig,
+    probe: RecallProbe,
+    fields: ModelFields,
+    filler: str,
+    filler_spec: str,
+    length: int,
+    count: int,
+    file: str | None,
+) -> Iterator[Cell]:
+    params = _params(probe)
+    if file is not None:
+        params = canonical_json({**json.loads(params), "file": file})
+    for placement, region, prompt, repeat in itertools.product(
+        probe.placements, probe.regions, probe.prompts, range(probe.repeats)
+    ):
+        counted = counted_needles(region) if placement == "seed" else None
         yield Cell(
-            **model_fields(model),
+            **fields,
             probe=NAME,
             probe_params=params,
             filler=filler,
-            filler_spec=filler_identity(config.filler_spec(filler)),
+            filler_spec=filler_spec,
             placement=placement,
             region=region,
             prompt_version=prompt,
             length=length,
             length_unit=probe.length_unit,
-            needle_count=count,
+            needle_count=count if counted is None else counted,
             repeat=repeat,
             seed=config.seed,
         )
+
+
+def seed_exact(cell: Cell) -> bool:
+    """A seed template: the seed's values (repeats allowed) go with it."""
+    return cell.prompt_version in SEED_TEMPLATES
 
 
 def draw_needles(cell: Cell) -> Needles:
@@ -67,6 +112,20 @@ def draw_needles(cell: Cell) -> Needles:
     return Needles(values=values, fractions=tuple(fractions))
 
 
+def seed_needles(cell: Cell, haystack_chars: int) -> tuple[tuple[int, ...], list[int]]:
+    """The seed's placement (``needle_ranges``): values and their character positions."""
+    rng = random.Random(cell.rng_seed)
+    jitter = float(cell.params().get("jitter", 0.0))
+    positions = seed_positions(cell.region, cell.needle_count, haystack_chars, jitter, rng)
+    digits = int(cell.params()["digits"])
+    low, high = 10 ** (digits - 1), 10**digits - 1
+    if seed_exact(cell):  # uniform draws that may repeat, as the seed's
+        values = tuple(rng.randint(low, high) for _ in positions)
+    else:
+        values = tuple(rng.sample(range(low, high + 1), len(positions)))
+    return values, positions
+
+
 def snap_mode(cell: Cell, filler_kind: str) -> str:
     snap = str(cell.params()["snap"])
     if snap != "auto":
@@ -77,13 +136,20 @@ def snap_mode(cell: Cell, filler_kind: str) -> str:
 
 def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
     """The prompt around ``filler_chars`` characters of filler."""
-    needles = draw_needles(cell)
-    inserted = insert_needles(
-        filler.text(filler_chars),
-        [str(v) for v in needles.values],
-        needles.fractions,
-        snap_mode(cell, filler_kind),  # type: ignore[arg-type]
-    )
+    haystack = filler.text(filler_chars)
+    if cell.placement == "seed":
+        values, positions = seed_needles(cell, len(haystack))
+        inserted = insert_at(haystack, [str(v) for v in values], positions)
+        size = max(len(haystack), 1)
+        needles = Needles(values, tuple(p / size for p in positions))
+    else:
+        needles = draw_needles(cell)
+        inserted = insert_needles(
+            haystack,
+            [str(v) for v in needles.values],
+            needles.fractions,
+            snap_mode(cell, filler_kind),  # type: ignore[arg-type]
+        )
     template = RECALL_TEMPLATES[cell.prompt_version]
     prompt = template.render(digits=int(cell.params()["digits"]), haystack=inserted.text)
     return Rendered(
@@ -131,30 +197,20 @@ def grade_batch(
     batch = grade_recall_batch(expected, responses)
     grades = [
         Grade(
-            ok,
-            error,
-            accuracy,
-            answered,
+            g.parse_ok,
+            g.parse_error,
+            g.accuracy,
+            g.answered,
             {
-                "edit_distance": distance,
-                "correct": correct,
-                "missing": missing,
-                "extra": extra,
-                "wrong": wrong,
+                "edit_distance": g.edit_distance,
+                "correct": g.correct,
+                "missing": g.missing,
+                "extra": g.extra,
+                "wrong": g.wrong,
+                "uncounted": g.uncounted,
             },
         )
-        for ok, error, accuracy, distance, correct, missing, extra, wrong, answered in zip(
-            batch.parse_ok,
-            batch.parse_error,
-            batch.accuracy,
-            batch.edit_distance,
-            batch.correct,
-            batch.missing,
-            batch.extra,
-            batch.wrong,
-            batch.answered,
-            strict=True,
-        )
+        for g in batch.grades
     ]
     needles, halls, dups = batch.needles, batch.hallucinations, batch.duplicates
     values = needles.expected
@@ -190,7 +246,7 @@ def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> G
     ``tables`` (the same figures and rows :func:`grade_batch` gives)."""
     graded = grade_batch([expected], [facts], [response])
     result = graded.grades[0]
-    if result.answered is None:
+    if result.answered is None:  # not counted: no per-needle results
         return result
     tables = graded.tables
     needles = tables["needle_outcomes"]

@@ -21,7 +21,7 @@ from needlescope.grading import (
     hallucinations,
     lcs_anchors,
     needle_outcomes,
-    parse_recall_answer,
+    read_reply,
 )
 from needlescope.probes import recall as recall_probe
 from tests.unit.test_recall_grading import seed_lcs_anchors
@@ -78,7 +78,9 @@ def test_batch_matches_the_reference(
     if layout == "shuffled":
         keys.reverse()
     body = json.dumps(dict(zip(keys, answered, strict=True)))
-    reply = f"Sure:\n```json\n{body}\n```" if layout == "fenced" else body
+    # An empty object is the answer only in a fence (a bare one has no digit key).
+    fenced = layout == "fenced" or not answered
+    reply = f"Sure:\n```json\n{body}\n```" if fenced else body
     batch = grade_recall_batch([expected, tuple(expected)], [reply, reply])
     single = grade_recall(expected, reply)
     assert repr(batch.grade(0)) == repr(single) == repr(batch.grade(1))
@@ -99,21 +101,24 @@ def test_batch_matches_the_reference(
         ('{"1": "\\ud800"}', ("\ud800",)),
         ('{"1": true, "2": 1.0, "3": [1], "4": null}', ("true", 1, "[1]", "null")),
         ('{"2": 5, "1": 4}', (4, 5)),
-        ('{"1": 4, "01": 5}', (5,)),
+        ('{"1": 4, "01": 5}', (4, 4)),
         ('{"1": 4, "1": 6}', (6,)),
         ("```json\n{}\n```", ()),
     ],
 )
 def test_values_are_what_json_reads(reply: str, values: tuple[object, ...]) -> None:
-    assert parse_recall_answer(reply).values == values
+    assert tuple(read_reply(reply).values or ()) == values
     batch = grade_recall_batch([[4, 5]], [reply])
-    assert tuple(batch.answered[0] or ()) == values
+    assert tuple(batch.grade(0).answered or ()) == values
 
 
 @settings(max_examples=100)
 @given(st.lists(st.tuples(distinct_needles, answered_values), max_size=6))
 def test_probe_batch_matches_per_reply_grades(cases: list[tuple[list[int], list[object]]]) -> None:
-    replies = [json.dumps({str(i): v for i, v in enumerate(a, start=1)}) for _, a in cases]
+    replies = [
+        json.dumps({str(i): v for i, v in enumerate(a, start=1)}) if a else "```json\n{}\n```"
+        for _, a in cases
+    ]
     expected = [e for e, _ in cases]
     graded = recall_probe.grade_batch(expected, [{}] * len(cases), replies)
     for answer, (needles, reply) in enumerate(zip(expected, replies, strict=True)):
