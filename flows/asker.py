@@ -46,6 +46,25 @@ class Spend:
         self.usd += self.cost(model, reply) or 0.0
 
 
+class Pacer:
+    """Starts at most one request every ``interval_s`` seconds (the recall seed's ``delay``)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._lock = asyncio.Lock()
+        self._next_at = 0.0
+
+    async def wait(self) -> None:
+        if self.interval_s <= 0:
+            return
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            wait = self._next_at - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._next_at = loop.time() + self.interval_s
+
+
 class Asker:
     """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
 
@@ -63,6 +82,7 @@ class Asker:
         self.spend = Spend(config)
         self._tasks: dict[str, Any] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
+        self._pacers: dict[str, Pacer] = {}
 
     def _task(self, model: str) -> Any:
         if model not in self._tasks:
@@ -73,6 +93,7 @@ class Asker:
                 tags=self.tags.get(model, []),
             )
             self._limits[model] = asyncio.Semaphore(model_config.concurrency)
+            self._pacers[model] = Pacer(model_config.delay_s)
         return self._tasks[model]
 
     async def ask(
@@ -82,6 +103,7 @@ class Asker:
         async with self._limits[model]:
             if self.spend.exhausted():
                 return UNSENT
+            await self._pacers[model].wait()
             state: State = await task(
                 model,
                 cell.cell_id,

@@ -186,9 +186,7 @@ class SweepRuntime:
                         kind,
                         measure,
                         max_tokens=max_tokens,
-                        measure_haystack=self.measure(
-                            model, cell.length_unit, whole_prompt=False
-                        ),
+                        measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
                     )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))
@@ -259,8 +257,10 @@ async def open_runtime(
     helpers: Collection[str] = (),
     probe_of: dict[str, Any] | None = None,
     api_keys: dict[str, str] | None = None,
+    offline: bool = False,
 ) -> AsyncIterator[SweepRuntime]:
-    """Provider clients (and local servers) for the models under test and their helpers."""
+    """Provider clients (and local servers) for the models under test and their helpers;
+    ``offline``: prompts are only built, nothing is sent (see ``open_provider``)."""
     runtime = SweepRuntime(config, probe_of=dict(probe_of or {}))
     async with contextlib.AsyncExitStack() as stack:
         runtime.stack = stack
@@ -271,6 +271,7 @@ async def open_runtime(
                 model,
                 ctx_per_slot=local_slot_size(cells, model),
                 api_key=(api_keys or {}).get(name),
+                offline=offline,
             )
         for name in sorted(helpers):
             model = config.model(name)

@@ -26,6 +26,7 @@ from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
+from needlescope.providers.open import check_offline_lengths
 from needlescope.providers.registry import CACHES_PREFIXES
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
@@ -353,6 +354,8 @@ async def run_sweep(
     note: str | None = None,
 ) -> State:
     logger = get_run_logger()
+    if only_context:
+        check_offline_lengths(config)
     store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
     epoch = resolve_epoch(config, store, epoch)
     run_id = new_run_id()
@@ -404,12 +407,16 @@ async def run_sweep(
     sweeps: list[ModelSweep] = []
     try:
         if by_model:
-            helpers = helper_models(config, todo, probe_of) - set(by_model)
+            # Building prompts only: no judge, no key, no endpoint is needed.
+            helpers = set() if only_context else helper_models(config, todo, probe_of)
+            helpers -= set(by_model)
             models = set(by_model) | helpers
-            keys = await secret_api_keys(config, models)
+            keys = {} if only_context else await secret_api_keys(config, models)
             limits = await active_limits(config, models)
             RATE_LIMITS.update({m: lim.rate_limits for m, lim in limits.items() if lim.rate_limits})
-            async with open_runtime(config, by_model, helpers, probe_of, keys) as runtime:
+            async with open_runtime(
+                config, by_model, helpers, probe_of, keys, offline=only_context
+            ) as runtime:
                 known = store.known_cell_ids()
                 asker = Asker(config, store.id, epoch, {m: lim.tags for m, lim in limits.items()})
                 sweeps = [

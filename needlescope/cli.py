@@ -146,12 +146,15 @@ def _check_models(config: Any, *, query: bool) -> None:
     """Keys set and endpoints answering, before Prefect starts (keys in Secret blocks are
     read by the flow)."""
     from needlescope.config import resolve_api_key
+    from needlescope.providers.open import check_offline_lengths
     from needlescope.providers.reachability import check_models
 
+    if not query:  # prompts only: no endpoint, no key is needed
+        check_offline_lengths(config)
+        return
     for model in config.models:
         resolve_api_key(model)
-    if query:
-        asyncio.run(check_models(config))
+    asyncio.run(check_models(config))
 
 
 def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -> None:

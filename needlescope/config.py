@@ -93,6 +93,7 @@ class ModelConfig(Frozen):
     headers: dict[str, str] = Field(default_factory=dict)
     context_window: PositiveInt | None = None
     concurrency: PositiveInt = 4
+    delay_s: float = Field(default=0.0, ge=0)  # seconds between two requests' starts (pacing)
     timeout_s: float = Field(default=600, gt=0)
     max_retry_after_s: float = Field(default=60, ge=0)
     threads: PositiveInt | None = None

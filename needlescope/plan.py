@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from needlescope.cells import expand_with_probes
+from needlescope.cells import Cell, expand_with_probes
 from needlescope.config import SweepConfig
 from needlescope.probes import probe_module
 
@@ -41,8 +41,12 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
             continue
         row.to_send += 1
         model = config.model(cell.model)
-        row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
-        row.exact &= cell.length_unit == "tokens"
+        if cell.as_is:  # a corpus file used as it is: its size, at 4 characters a token
+            row.prompt_tokens += round(_file_chars(config, cell) * TOKENS_PER_UNIT["chars"])
+            row.exact = False
+        else:
+            row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
+            row.exact &= cell.length_unit == "tokens"
         row.answer_tokens += probe_module(cell.probe).answer_budget(
             cell, model.generation.answer_tokens
         )
@@ -59,6 +63,13 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
         if price is not None:
             row.cost_usd = price.cost(row.prompt_tokens, row.answer_tokens)
     return list(rows.values())
+
+
+def _file_chars(config: SweepConfig, cell: Cell) -> int:
+    path = config.filler_spec(cell.filler).path
+    assert path is not None  # a corpus used as it is
+    file = path if path.is_file() else path / str(cell.params()["file"])
+    return len(file.read_text(encoding="utf-8"))
 
 
 def totals(rows: list[PlanRow]) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from typing import Any
 
-from needlescope.config import ModelConfig, resolve_api_key
+from needlescope.config import ModelConfig, SweepConfig, resolve_api_key
+from needlescope.errors import ConfigError
 from needlescope.providers.base import Provider
 from needlescope.providers.reachability import check_reachable
 from needlescope.providers.registry import create_provider
@@ -18,10 +20,12 @@ async def open_provider(
     *,
     ctx_per_slot: int,
     api_key: str | None = None,
+    offline: bool = False,
 ) -> Provider:
     """A local model gets its llama.cpp server (slots of ``ctx_per_slot`` tokens) started;
     a remote one is checked reachable first. ``api_key`` (e.g. from a Prefect Secret block)
-    wins over the model's ``api_key_env``."""
+    wins over the model's ``api_key_env``. ``offline``: nothing will be sent (prompts are only
+    built), so the endpoint is not checked and a key need not be set."""
     if model.provider == "local":
         from needlescope.providers.local import LocalProvider, LocalServer
 
@@ -34,7 +38,10 @@ async def open_provider(
         await asyncio.to_thread(stack.enter_context, server)
         provider: Any = LocalProvider(name=model.name, server=server, timeout_s=model.timeout_s)
     else:
-        await check_reachable(model)
+        if not offline:
+            await check_reachable(model)
+        elif api_key is None and model.api_key_env and not os.environ.get(model.api_key_env):
+            api_key = ""
         provider = create_provider(
             model.provider,
             name=model.name,
@@ -48,3 +55,22 @@ async def open_provider(
         )
     stack.push_async_callback(provider.aclose)
     return provider
+
+
+# Providers whose token counts come from their API (a request each): Anthropic's count_tokens,
+# Gemini's countTokens. The others count locally (llama.cpp) or estimate (OpenAI-compatible).
+REMOTE_TOKENIZERS = {"anthropic": "count_tokens", "gemini": "countTokens"}
+
+
+def check_offline_lengths(config: SweepConfig) -> None:
+    """Building prompts without sending anything (``--only-context``) cannot count tokens by a
+    provider's API: say so in one line, before anything starts."""
+    token_sized = any(getattr(p, "length_unit", None) == "tokens" for p in config.probes)
+    for model in config.tested_models():
+        endpoint = REMOTE_TOKENIZERS.get(model.provider)
+        if endpoint and token_sized:
+            raise ConfigError(
+                f"--only-context sends nothing, but model {model.name}'s token lengths are"
+                f" counted by its API ({endpoint}): size its cells in chars or bytes, or run"
+                " without --only-context"
+            )

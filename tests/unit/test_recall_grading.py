@@ -33,7 +33,7 @@ def as_reply(values: Sequence[object]) -> str:
     return body if values else f"```json\n{body}\n```"
 
 
-def parse_recall_answer(reply: str) -> "Parsed":
+def parse_recall_answer(reply: str) -> Parsed:
     return Parsed(read_reply(reply))
 
 
@@ -353,7 +353,9 @@ small_values = st.lists(st.integers(min_value=0, max_value=4), max_size=14)
 # The seed's bare-object rule is blind to braces inside strings (a "{" in a value can hide the
 # object), as its regular expression was: answered strings here hold no braces or fences.
 plain_text = st.text(alphabet=st.characters(blacklist_characters="{}`"), max_size=5)
-answer_values = st.lists(st.one_of(needle_values, plain_text, st.floats(allow_nan=True)), max_size=30)
+answer_values = st.lists(
+    st.one_of(needle_values, plain_text, st.floats(allow_nan=True)), max_size=30
+)
 
 
 def seed_lcs_anchors(

@@ -202,3 +202,28 @@ def test_results_flag_prompts_off_their_planned_length(tmp_path: Path) -> None:
     assert flags == {"near": (False, False), "far": (True, True)}
     con.execute("SET VARIABLE length_tolerance = 0.2")
     assert con.execute("SELECT bool_or(length_off) FROM results").fetchone() == (False,)
+
+
+def test_uncounted_replies_stay_out_of_the_seeds_counts(tmp_path: Path) -> None:
+    # The seed's rule: an empty reply is neither answered nor a parse failure; an answer whose
+    # keys its analysis could not order is answered but left out of the graded count and mean.
+    from needlescope.probes import recall
+
+    replies = ['{"1": 1111, "2": 2222}', '{"1": 1111}', "no JSON", "", '{"01": 1111, "2": 2}']
+    graded = recall.grade_batch([[1111, 2222]] * 5, [{}] * 5, replies)
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell(f"c{i}") for i in range(5)])
+    store.append(
+        "answers",
+        [
+            answer(f"c{i}", parse_ok=g.parse_ok, accuracy=g.accuracy, **g.figures)
+            for i, g in enumerate(graded.grades)
+        ],
+    )
+    con = store.connect()
+    rows = con.sql(
+        "SELECT answers, parse_failures, graded, mean_accuracy FROM accuracy_by_length"
+    ).fetchall()
+    assert rows == [(4, 1, 2, 75.0)]
+    uncounted = con.sql("SELECT cell_id, uncounted FROM results WHERE uncounted IS NOT NULL")
+    assert sorted(c for c, _ in uncounted.fetchall()) == ["c3", "c4"]

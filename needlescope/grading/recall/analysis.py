@@ -27,6 +27,7 @@ Outcome: TypeAlias = Literal["correct", "misorder", "missing"]
 # The per-needle records are NamedTuples: immutable, and several times cheaper to build than
 # dataclasses. The batch grader does not build them at all.
 
+
 class NeedleOutcome(NamedTuple):
     needle_index: int  # 1-based
     expected: Value

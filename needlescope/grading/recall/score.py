@@ -135,9 +135,7 @@ def grade_reading(expected: Sequence[Hashable], reading: Reading) -> RecallGrade
         )
     wanted, direct = canonical_expected(expected)
     direct = direct and reading.ints and in_code_range(values)  # type: ignore[arg-type]
-    distance, accuracy, correct, missing, extra, wrong = score(
-        wanted, values, reading.obj, direct
-    )
+    distance, accuracy, correct, missing, extra, wrong = score(wanted, values, reading.obj, direct)
     return RecallGrade(
         True, None, accuracy, distance, correct, missing, extra, wrong, tuple(values)
     )
