@@ -970,7 +970,9 @@ SCRIPT = r"""
     const grade = [
       'epoch ' + answer.epoch, 'repeat ' + answer.repeat, answer.filler,
       answer.error_kind ? 'error: ' + answer.error_kind
-        : (answer.parse_ok ? chart.accuracy + ' ' + fmt(answer.accuracy) : 'no parseable JSON'),
+        : answer.parse_ok === null || (answer.parse_ok && answer.accuracy === null)
+          ? 'not counted (an empty reply, or keys the seed could not order)'
+          : (answer.parse_ok ? chart.accuracy + ' ' + fmt(answer.accuracy) : 'no parseable JSON'),
       'parse_ok ' + (answer.parse_ok === null ? '–' : answer.parse_ok),
     ];
     if (answer.judge) grade.push('judge ' + (answer.judge[0] ?? '–') + '/10');
