@@ -109,6 +109,12 @@ class Api:
         response.raise_for_status()
         assert response.json()["status"] == "ACCEPT", response.json()
 
+    def online_workers(self, pool: str) -> set[str]:
+        """Names of the workers of a pool that have sent a heartbeat (what the UI's Workers tab lists)."""
+        response = self.client.post(f"/work_pools/{pool}/workers/filter", json={})
+        response.raise_for_status()
+        return {w["name"] for w in response.json() if w.get("status") == "ONLINE"}
+
     def wait(self, run_id: str, states: set[str], timeout_s: float = 300) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -359,6 +365,13 @@ def test_workers_of_a_pool_split_one_sweep(cli, prefect_api, write_config, tmp_p
         for worker in workers:
             worker.__enter__()
         try:
+            # Every worker polling before the run exists: on a loaded machine one worker started
+            # seconds before the others could otherwise take both shards in turn.
+            names = {f"worker-{i}" for i in range(3)}
+            deadline = time.monotonic() + 120
+            while api.online_workers(pool) != names:
+                assert time.monotonic() < deadline, api.online_workers(pool)
+                time.sleep(0.5)
             run_id = api.run_deployment(deployment["id"], {})
             finished = api.wait(run_id, TERMINAL, timeout_s=400)
             assert finished["state_type"] == "COMPLETED", finished["state"]

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from needlescope.grading import grade_recall, lcs_anchors
+from needlescope.probes import recall as recall_probe
 
 SEED_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "seed_recall_results"
 
@@ -146,7 +147,7 @@ def graded(raw_db: Path, raw_table: str) -> GradedTable:
         needle_keys.update(keys)
         expected = [standard[str(k)] for k in keys]
         grade = grade_recall(expected, row["model_response_json"])
-        if not grade.parse_ok:
+        if not grade.parse_ok or grade.accuracy is None:  # a failure, or not counted
             continue
         assert grade.accuracy is not None and grade.answered is not None
         accuracies.append(grade.accuracy)
@@ -162,9 +163,28 @@ def test_seed_results_were_discovered() -> None:
         assert covered == folders, f"{kind} rows missing for {folders - covered}"
 
 
+@cache
+def graded_as_the_sweep_does(raw_db: Path, raw_table: str) -> tuple[float, ...]:
+    """Accuracies of the counted replies through the recall probe's batch grader: the path of
+    the sweep's grade task and of `needlescope grade recall`."""
+    rows = read_rows(raw_db, raw_table)
+    expected = []
+    for row in rows:
+        standard = json.loads(row["standard_json"])
+        expected.append([standard[str(k)] for k in sorted(int(k) for k in standard)])
+    batch = recall_probe.grade_batch(
+        expected, [{}] * len(rows), [r["model_response_json"] for r in rows]
+    )
+    return tuple(g.accuracy for g in batch.grades if g.parse_ok and g.accuracy is not None)
+
+
 @pytest.mark.parametrize("case", SUMMARY_CASES)
-def test_summary_row_is_reproduced(case: SummaryCase) -> None:
-    accuracies = graded(case.raw_db, case.raw_table).accuracies
+@pytest.mark.parametrize("path", ["grade_recall", "probe batch"])
+def test_summary_row_is_reproduced(case: SummaryCase, path: str) -> None:
+    if path == "grade_recall":
+        accuracies = graded(case.raw_db, case.raw_table).accuracies
+    else:
+        accuracies = graded_as_the_sweep_does(case.raw_db, case.raw_table)
     assert len(accuracies) == case.row["record_count"]
     assert accuracies, "a summary row over zero answers"
     ours = {
