@@ -110,7 +110,7 @@ class Api:
         assert response.json()["status"] == "ACCEPT", response.json()
 
     def online_workers(self, pool: str) -> set[str]:
-        """Names of the workers of a pool that have sent a heartbeat (what the UI's Workers tab lists)."""
+        """The workers of a pool that sent a heartbeat (as the UI's Workers tab lists them)."""
         response = self.client.post(f"/work_pools/{pool}/workers/filter", json={})
         response.raise_for_status()
         return {w["name"] for w in response.json() if w.get("status") == "ONLINE"}

@@ -130,7 +130,9 @@ def test_reply_without_json_is_a_parse_failure_not_an_error(
         store,
         "SELECT sum(answers), sum(parse_failures), max(mean_accuracy) FROM accuracy_by_length",
     ) == [(36, 36, None)]
-    assert query(store, "SELECT DISTINCT parse_error FROM results") == [("no JSON object with a digit key",)]
+    assert query(store, "SELECT DISTINCT parse_error FROM results") == [
+        ("no JSON object with a digit key",)
+    ]
 
 
 def test_unreachable_endpoint_is_one_clear_line(cli, write_config, tmp_path: Path) -> None:
