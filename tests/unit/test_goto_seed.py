@@ -407,3 +407,19 @@ def test_a_rendered_seed_cell_grades_through_json() -> None:
     wrong = goto.grade(rendered.expected, facts, "３８７２９")  # line 2's value, full-width
     assert wrong.accuracy == 0.0 and wrong.detail["answered_line"] == 2
     assert wrong.detail["offset"] == -2
+
+
+def test_the_seed_config_is_the_seeds_experiment_in_the_e2e_budget() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "seed-goto.yaml")
+    grid = cells(config)
+    assert len(grid) <= 10
+    assert {(c.prompt_version, c.params()["instruction_at"]) for c in grid} == {
+        ("goto-seed", "seed")
+    }
+    assert {c.params().get("shuffle_block") for c in grid if c.params()["order"] == "shuffled"} == {
+        10
+    }
+    assert all(goto.answer_budget(c, config.models[0].generation.answer_tokens) == 10 for c in grid)
+    assert config.models[0].generation.temperature == 0.0
+    # About 20 tokens a line (measured on SmolLM2: 5,948 tokens for these prompts).
+    assert sum(c.length for c in grid) * 20 <= 10_000
