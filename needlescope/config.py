@@ -290,8 +290,14 @@ class GotoProbe(Frozen):
     orders: list[Literal["ordered", "shuffled"]] = Field(
         default=["ordered", "shuffled"], min_length=1
     )
-    value_max: int = Field(default=10000, ge=10)
+    value_max: int = Field(default=10000, ge=10)  # needlescope's templates (goto-seed: 50,000)
     prompts: list[str] = Field(default=["goto-v1"], min_length=1)
+    # random: anywhere but the file's ends, drawn apart from k; seed: at index k − 1 of the
+    # seed's list (header, then the register lines as shown), i.e. right after shown line k − 2.
+    instruction_at: Literal["random", "seed"] = "random"
+    # Shuffled files: blocks of this many lines shuffled, order kept inside a block (the
+    # seed's README); unset, every line on its own.
+    shuffle_block: Count | None = None
     repeats: PositiveInt = 1
 
     @field_validator("prompts")
@@ -308,10 +314,17 @@ class GotoProbe(Frozen):
 
     @model_validator(mode="after")
     def _distinct_values_fit(self) -> GotoProbe:
-        if max(self.line_counts) > self.value_max:
+        from needlescope.probes.goto import SEED_TEMPLATE
+
+        distinct = [p for p in self.prompts if p != SEED_TEMPLATE]
+        if distinct and max(self.line_counts) > self.value_max:
             raise ValueError(
                 f"line_counts up to {max(self.line_counts)} need value_max ≥ that "
-                "(every line holds a distinct value)"
+                f"(every line holds a distinct value with {distinct[0]})"
+            )
+        if self.shuffle_block is not None and "shuffled" not in self.orders:
+            raise ValueError(
+                "shuffle_block: it shuffles the shuffled files: add shuffled to orders"
             )
         return self
 

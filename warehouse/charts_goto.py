@@ -14,6 +14,26 @@ ORDERS = ["ordered", "shuffled"]
 NO_WRONG = "No wrong answers that name a value: nothing to chart."
 
 
+def _block_orders(frame: pl.DataFrame) -> pl.DataFrame:
+    """A block shuffle is an order of its own: "shuffled in blocks of 10" beside "shuffled"."""
+    if "shuffle_block" not in frame.columns:
+        return frame
+    blocks = pl.format("shuffled in blocks of {}", pl.col("shuffle_block"))
+    return frame.with_columns(
+        pl.when(pl.col("shuffle_block").is_not_null())
+        .then(blocks)
+        .otherwise(pl.col("order"))
+        .alias("order")
+    )
+
+
+def _orders(frame: pl.DataFrame) -> list[str]:
+    """The orders in the frame: ordered, shuffled, then the block shuffles by block size."""
+    present = set(frame["order"].unique().to_list())
+    blocks = sorted(present - set(ORDERS), key=lambda o: int(o.rsplit(" ", 1)[-1]))
+    return [o for o in ORDERS if o in present] + blocks
+
+
 def _n_axis(ns: list[int]) -> alt.X:
     """n on a log scale once it spans 16× or more, with a tick at every n tested."""
     wide = len(ns) > 1 and ns[0] > 0 and ns[-1] / ns[0] >= 16
@@ -29,10 +49,13 @@ def success_by_n(
     subtitle: str | None = "exact answers over all answers, with a 95% Wilson interval",
 ) -> Chart:
     """One line per model × order (a goto_success frame); dashed lines for shuffled files."""
-    data = frame.filter(pl.col("success_rate").is_not_null())
+    data = _block_orders(frame.filter(pl.col("success_rate").is_not_null()))
     if data.is_empty():
         return charts.placeholder(title, "No answers yet: nothing to chart.", subtitle)
-    extra = charts.varying(data, ["prompt_version"])
+    if "instruction_at" in data.columns:
+        where = pl.format("instruction at {}", pl.col("instruction_at"))
+        data = data.with_columns(where.alias("instruction_at"))
+    extra = charts.varying(data, ["prompt_version", "instruction_at"])
     data = charts.with_label(data, ["model", *extra], "series").select(
         "series",
         "model",
@@ -49,7 +72,9 @@ def success_by_n(
     ns = sorted(data["n"].unique().to_list())
     y_scale = alt.Scale(domain=[0, 1])
     color = alt.Color("series:N", title="model", legend=alt.Legend(labelLimit=320))
-    dash = alt.StrokeDash("order:N", sort=ORDERS, title="lines", legend=alt.Legend(symbolSize=400))
+    dash = alt.StrokeDash(
+        "order:N", sort=_orders(data), title="lines", legend=alt.Legend(symbolSize=400)
+    )
     base = alt.Chart().encode(x=_n_axis(ns), color=color)
     y = alt.Y("success_rate:Q", title="success rate", axis=alt.Axis(format="%"), scale=y_scale)
     tooltip: list[Any] = [
@@ -89,6 +114,7 @@ def wrong_offsets(
 ) -> Chart:
     """Histogram of answered line − k over the wrong answers (a goto_wrong_offsets frame), a
     panel per model and order; ``x="shown_offset"`` counts rows apart in the file as shown."""
+    frame = _block_orders(frame)
     unplaced = frame.filter(pl.col(x).is_null()).height
     if subtitle is None:
         what = "answered line − k" if x == "offset" else "rows from line k to the answered line"
@@ -125,7 +151,7 @@ def wrong_offsets(
             x2="end:Q",
             y=alt.Y("answers:Q", title="wrong answers", axis=alt.Axis(format="d", tickMinStep=1)),
             y2=alt.datum(0),  # x and x2 alone would make Vega-Lite draw horizontal bars
-            color=alt.Color("order:N", sort=ORDERS, title="lines", legend=None),
+            color=alt.Color("order:N", sort=_orders(data), title="lines", legend=None),
             tooltip=["model:N", "order:N", alt.Tooltip("offsets:N", title=x), "answers:Q"],
         )
     )
@@ -136,5 +162,5 @@ def wrong_offsets(
     models = sorted(bins["model"].unique().to_list())
     return layered.facet(
         column=alt.Column("model:N", sort=models, title=None),
-        row=alt.Row("order:N", sort=ORDERS, title=None),
+        row=alt.Row("order:N", sort=_orders(bins), title=None),
     ).properties(title=alt.TitleParams(title, subtitle=subtitle, anchor="start"))

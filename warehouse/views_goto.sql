@@ -1,7 +1,8 @@
 -- Goto (Little Retrieval Test) views, over the shared views of views.sql (loaded before this
--- file). n is the number of register lines (the cell's length); the order of the lines and
--- value_max are in the cell's probe_params, the file's layout in cells.facts, and where a wrong
--- value came from in answers.detail.
+-- file). n is the number of register lines (the cell's length); the order of the lines,
+-- value_max, the block size of a block shuffle and the instruction's placement rule are in the
+-- cell's probe_params, the file's layout in cells.facts, and where a wrong value came from in
+-- answers.detail.
 
 -- One row per goto cell per epoch that reached the model: its result, facts and grading detail.
 -- success is NULL for a failed request; a reply with no readable number counts as no success.
@@ -9,6 +10,10 @@ CREATE OR REPLACE VIEW goto_results AS
 SELECT r.run_id, r.epoch, r.cell_id, r.context_id, r.model, r.prompt_version, r."repeat",
        r.length AS n,
        json_extract_string(c.probe_params, '$.order') AS "order",
+       -- NULL: every line shuffled on its own (or an ordered file)
+       TRY_CAST(json_extract_string(c.probe_params, '$.shuffle_block') AS BIGINT) AS shuffle_block,
+       coalesce(json_extract_string(c.probe_params, '$.instruction_at'), 'random')
+           AS instruction_at,
        TRY_CAST(json_extract_string(c.probe_params, '$.value_max') AS BIGINT) AS value_max,
        TRY_CAST(json_extract_string(c.facts, '$.k') AS BIGINT) AS k,
        TRY_CAST(json_extract_string(c.facts, '$.instruction_position') AS BIGINT)
@@ -38,7 +43,7 @@ WHERE r.probe = 'goto';
 -- with a Wilson 95% interval, which stays inside 0–1 even for a few repeats.
 CREATE OR REPLACE VIEW goto_success AS
 WITH counts AS (
-    SELECT model, n, "order", prompt_version,
+    SELECT model, n, "order", shuffle_block, instruction_at, prompt_version,
            count(*) FILTER (WHERE error_kind IS NULL) AS answers,
            count(*) FILTER (WHERE success) AS successes,
            count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
@@ -55,8 +60,8 @@ WITH counts AS (
            1.96 * sqrt(success_rate * (1 - success_rate) / answers + z2n / (4 * answers)) AS half
     FROM rates
 )
-SELECT model, n, "order", prompt_version, answers, successes, success_rate, parse_failures,
-       errors,
+SELECT model, n, "order", shuffle_block, instruction_at, prompt_version, answers, successes,
+       success_rate, parse_failures, errors,
        -- Exact at the ends: the formula gives 0 and 1 there, up to rounding.
        CASE WHEN answers = 0 THEN NULL WHEN successes = 0 THEN 0
             ELSE (success_rate + z2n / 2 - half) / (1 + z2n) END AS ci95_low,
@@ -67,7 +72,8 @@ FROM wilson;
 -- One row per wrong (readable but not exact) answer: offset = answered_line − k, in line
 -- numbers; NULL when the answered value is on no line of the file.
 CREATE OR REPLACE VIEW goto_wrong_offsets AS
-SELECT model, n, "order", "offset", shown_offset, answered_line, k, answered, expected,
-       answered_k, instruction_before_target, distance, prompt_version, epoch, cell_id
+SELECT model, n, "order", shuffle_block, instruction_at, "offset", shown_offset, answered_line,
+       k, answered, expected, answered_k, instruction_before_target, distance, prompt_version,
+       epoch, cell_id
 FROM goto_results
 WHERE error_kind IS NULL AND parse_ok AND NOT success;

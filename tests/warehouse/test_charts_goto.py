@@ -240,3 +240,56 @@ def test_one_line_per_model_and_order() -> None:
     assert line["encoding"]["strokeDash"]["field"] == "order"
     series = {(row["series"], row["order"]) for row in next(iter(spec["datasets"].values()))}
     assert series == {("m1", "ordered"), ("m1", "shuffled"), ("m2", "ordered")}
+
+
+def seed_goto_cells(shuffle_block: int | None, instruction_at: str) -> list[Cell]:
+    probe: dict[str, Any] = {
+        "probe": "goto",
+        "line_counts": [20],
+        "orders": ["shuffled"],
+        "prompts": ["goto-seed"],
+        "instruction_at": instruction_at,
+        "repeats": 2,
+    }
+    if shuffle_block is not None:
+        probe["shuffle_block"] = shuffle_block
+    config = parse_config(
+        {"name": "t", "models": [{"name": "m1", "provider": "local"}], "probes": [probe]}
+    )
+    entry = config.probes[0]
+    assert isinstance(entry, GotoProbe)
+    return list(goto.expand(config, entry))
+
+
+def test_block_sizes_and_placements_are_series_of_their_own(tmp_path: Path) -> None:
+    whole = seed_goto_cells(None, "random")
+    blocks = seed_goto_cells(5, "seed")
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell_row(x) for x in [*whole, *blocks]])
+    store.append(
+        "answers",
+        [
+            answer_row(whole[0], right(whole[0])),
+            answer_row(whole[1], "nothing"),
+            answer_row(blocks[0], right(blocks[0])),
+            answer_row(blocks[1], "REGISTER_CONTENT is <０>"),  # full-width, on no line
+        ],
+    )
+    con = store.connect()
+    rows = con.execute(
+        'SELECT "order", shuffle_block, instruction_at, answers, successes, parse_failures '
+        "FROM goto_success ORDER BY shuffle_block NULLS FIRST"
+    ).fetchall()
+    assert rows == [("shuffled", None, "random", 2, 1, 1), ("shuffled", 5, "seed", 2, 1, 0)]
+    wrong = con.execute("SELECT shuffle_block, answered FROM goto_wrong_offsets").fetchall()
+    assert wrong == [(5, 0)]
+    spec = charts_goto.success_by_n(con.sql("SELECT * FROM goto_success").pl()).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    assert {(row["order"], row["series"]) for row in data} == {
+        ("shuffled", "m1 · instruction at random"),
+        ("shuffled in blocks of 5", "m1 · instruction at seed"),
+    }
+    line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
+    assert line["encoding"]["strokeDash"]["sort"] == ["shuffled", "shuffled in blocks of 5"]
+    offsets = charts_goto.wrong_offsets(con.sql("SELECT * FROM goto_wrong_offsets").pl())
+    assert "1 wrong answer(s) named a value found on no line" in json.dumps(offsets.to_dict())
