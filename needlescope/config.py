@@ -327,7 +327,7 @@ class CasesProbe(Frozen):
     # prompt: the whole prompt is the cell's length; seed: U-NIAH's, the haystack and needles
     # fill the length minus final_context_length_buffer in cl100k tokens, the question on top.
     length_budget: Literal["prompt", "seed"] = "prompt"
-    final_context_length_buffer: int = Field(default=200, ge=0)
+    final_context_length_buffer: int = Field(default=200, ge=0)  # with length_budget: seed
     # Prompt templates (a grid axis); default: needlescope's own in each case's language.
     prompts: list[str] | None = Field(default=None, min_length=1)
     # judge-v1: needlescope's rubric, JSON reply; uniah-judge: U-NIAH's LangChain evaluator.
@@ -365,8 +365,6 @@ class CasesProbe(Frozen):
             raise ValueError(
                 "length_budget: seed counts cl100k tokens (U-NIAH's unit): use length_unit tokens"
             )
-        if "final_context_length_buffer" in self.model_fields_set and self.length_budget != "seed":
-            raise ValueError("final_context_length_buffer: only length_budget: seed keeps a buffer")
         return self
 
 

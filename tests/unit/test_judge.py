@@ -136,6 +136,7 @@ def test_records_store_the_verdict_and_the_disagreement() -> None:
         "judge_reason": "all three",
         "judge_error": None,
         "judge_raw": "x" * judge.RAW_CHARS,
+        "judge_tries": 1,
         "disagreement": True,
     }
     failed = judge.failed_record("j", "timeout", "no reply\nwithin 600 s")
