@@ -19,6 +19,7 @@ U-NIAH's own terms (``prompts: [uniah]``, ``length_budget: seed``) are in probes
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -180,9 +181,9 @@ def parse_cases(data: Any, source: str = "<cases>") -> dict[str, Case]:
     """
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"{source}: expected a mapping of case names to cases")
-    skipped = [str(name) for name, body in data.items() if isinstance(body, list)]
+    skipped = tuple(str(name) for name, body in data.items() if isinstance(body, list))
     if skipped:
-        LOG.warning("%s: skipped %s: a list, not a case", source, ", ".join(skipped))
+        _say_skipped(source, skipped)
     cases = {
         str(name): _parse_case(str(name), body, source)
         for name, body in data.items()
@@ -191,6 +192,12 @@ def parse_cases(data: Any, source: str = "<cases>") -> dict[str, Case]:
     if not cases:
         raise ConfigError(f"{source}: no cases, only lists ({', '.join(skipped)})")
     return cases
+
+
+@functools.cache
+def _say_skipped(source: str, names: tuple[str, ...]) -> None:
+    """Once per file and process: a config is loaded and expanded more than once."""
+    LOG.warning("%s: skipped %s: a list, not a case", source, ", ".join(names))
 
 
 def _parse_case(name: str, body: Any, source: str) -> Case:
@@ -305,8 +312,9 @@ def default_keywords(
 
     With a ``true_answer`` (as every case has), only the words the true answer uses are kept,
     and never one the question says: the true answer then recalls every needle fully, the
-    question alone none. When nothing is left, words in every needle are allowed back; a needle
-    the true answer does not mention at all gets no keywords (it is not checked). Without one,
+    question alone none. Latin words of no other needle come first; when none is left, words of
+    other needles, then words in every needle are allowed back; a needle the true answer does
+    not mention at all gets no keywords (it is not checked). Without one,
     the filters are relaxed in turn (question, then shared, then the rest) until a word is left.
     """
     folded = [_fold(n) for n in needles]
@@ -318,18 +326,16 @@ def default_keywords(
     question_words = set(_words(_fold(question)))
     question_chars = set("".join(_runs(_fold(question))))
     if true_answer is not None:
-        return [
-            _answered_keywords(
-                needle,
-                true_answer,
-                question,
-                shared_words,
-                shared_chars,
-                question_words,
-                question_chars,
-            )
-            for needle in needles
-        ]
+        result = []
+        for index, needle in enumerate(needles):
+            others = set().union(*(_words(n) for i, n in enumerate(folded) if i != index))
+            levels = [
+                (others | question_words, shared_chars | question_chars),
+                (shared_words | question_words, shared_chars | question_chars),
+                (question_words, question_chars),
+            ]
+            result.append(_answered_keywords(needle, true_answer, question, levels))
+        return result
     levels = [
         (shared_words | question_words, shared_chars | question_chars, True),
         (shared_words, shared_chars, True),
@@ -347,18 +353,9 @@ def default_keywords(
 
 
 def _answered_keywords(
-    needle: str,
-    true_answer: str,
-    question: str,
-    shared_words: set[str],
-    shared_chars: set[str],
-    question_words: set[str],
-    question_chars: set[str],
+    needle: str, true_answer: str, question: str, levels: list[tuple[set[str], set[str]]]
 ) -> tuple[str, ...]:
-    for drop_words, drop_chars in (
-        (shared_words | question_words, shared_chars | question_chars),
-        (question_words, question_chars),
-    ):
+    for drop_words, drop_chars in levels:
         found = tuple(
             k
             for k in _needle_keywords(needle, drop_words, drop_chars, True)
@@ -402,12 +399,11 @@ def _bigrams(run: str) -> list[str]:
 # --- keyword recall ---------------------------------------------------------------------------
 
 
-def keyword_found(keyword: str, reply: str) -> bool:
-    """Whether ``keyword`` occurs in ``reply`` (see the module docstring for the rule)."""
+def keyword_pattern(keyword: str) -> re.Pattern[str] | None:
+    """What ``keyword_found`` looks for in a folded reply (see the module docstring)."""
     key = " ".join(_fold(keyword).split())
     if not key:
-        return False
-    text = _fold(reply)
+        return None
     latin = not _CJK_CHAR.match(key[0]) and key[0].isalnum()
     plural = key.endswith("s") and not key.endswith("ss") and key[-2:-1].isalpha()
     if latin and plural and " " not in key and len(key) >= 4:
@@ -416,7 +412,13 @@ def keyword_found(keyword: str, reply: str) -> bool:
     if latin:
         # A whole word, allowing a plural or possessive ending: "fig" matches "figs", not "figure".
         body = rf"(?<![^\W_]){body}(?:s|es|['’]s)?(?![^\W_])"
-    return re.search(body, text) is not None
+    return re.compile(body)
+
+
+def keyword_found(keyword: str, reply: str) -> bool:
+    """Whether ``keyword`` occurs in ``reply`` (see the module docstring for the rule)."""
+    pattern = keyword_pattern(keyword)
+    return pattern is not None and pattern.search(_fold(reply)) is not None
 
 
 def needle_recall(keywords: Sequence[str], reply: str) -> tuple[float, tuple[str, ...]]:

@@ -318,6 +318,13 @@ def _cut(chunk: Chunk, n_tokens: int) -> Chunk:
     return Chunk(chunk.index, chunk.start, end, text)
 
 
+def _span(offset: int, needle: str) -> tuple[int, int]:
+    """Where the needle's words are: the spaces around a needle (U-NIAH's) are not part of it,
+    and a chunk, stripped, never holds them."""
+    lead = len(needle) - len(needle.lstrip())
+    return offset + lead, offset + len(needle.rstrip())
+
+
 def shown_chunks(
     chunks: Sequence[Chunk], order: Sequence[int], cut: Mapping[str, Any] | None
 ) -> list[Chunk]:
@@ -453,7 +460,7 @@ async def build(
     shown = shown_chunks(chunks, chosen.order, chosen.cut)
     in_prompt = {c.index: c for c in shown}
     kept = [in_prompt.get(c.index, c) for c in chunks]
-    spans = [(o, o + len(n.text)) for o, n in zip(full.offsets, case.needles, strict=True)]
+    spans = [_span(o, n.text) for o, n in zip(full.offsets, case.needles, strict=True)]
     facts = {
         **full.facts,
         "mode": params["mode"],
