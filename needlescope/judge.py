@@ -251,17 +251,21 @@ async def judge(
     verdict: Verdict | None = None
     raw: str | None = None
     attempt = 0
+    prompt_tokens: int | None = None
     while attempt < tries(prompt):
         attempt += 1
         reply = await ask(request, attempt)
         if not isinstance(reply, Reply):
             return failed_record(model, "not judged", reply, prompt=prompt, tries=attempt)
+        if reply.prompt_tokens is not None:
+            prompt_tokens = (prompt_tokens or 0) + reply.prompt_tokens
         raw = reply.text
         verdict = read_verdict(prompt, raw)
         if verdict.score is not None:
             break
     assert verdict is not None  # asked at least once
     record = judge_record(verdict, model=model, raw=raw, prompt=prompt, tries=attempt)
+    record["judge_prompt_tokens"] = prompt_tokens  # all tries together, as the provider counted
     if verdict.score is None and prompt == UNIAH_JUDGE:
         record["judge_unreadable"] = True  # U-NIAH's -1: no verdict, not a score
         record["judge_error"] = f"{verdict.error} ({attempt} tries)"
