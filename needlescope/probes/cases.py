@@ -314,8 +314,8 @@ def default_keywords(
     and never one the question says: the true answer then recalls every needle fully, the
     question alone none. Latin words of no other needle come first; when none is left, words of
     other needles, then words in every needle are allowed back; a needle the true answer does
-    not mention at all gets no keywords (it is not checked). Without one,
-    the filters are relaxed in turn (question, then shared, then the rest) until a word is left.
+    not mention at all gets no keywords (it is not checked). Without one, the filters are
+    relaxed in turn (question, then shared, then the rest) until a word is left.
     """
     folded = [_fold(n) for n in needles]
     shared_words: set[str] = set()
@@ -326,16 +326,16 @@ def default_keywords(
     question_words = set(_words(_fold(question)))
     question_chars = set("".join(_runs(_fold(question))))
     if true_answer is not None:
-        result = []
+        answered = []
         for index, needle in enumerate(needles):
             others = set().union(*(_words(n) for i, n in enumerate(folded) if i != index))
-            levels = [
+            answer_levels = [
                 (others | question_words, shared_chars | question_chars),
                 (shared_words | question_words, shared_chars | question_chars),
                 (question_words, question_chars),
             ]
-            result.append(_answered_keywords(needle, true_answer, question, levels))
-        return result
+            answered.append(_answered_keywords(needle, true_answer, question, answer_levels))
+        return answered
     levels = [
         (shared_words | question_words, shared_chars | question_chars, True),
         (shared_words, shared_chars, True),
