@@ -156,9 +156,33 @@ class SweepRuntime:
 
         return by_tokens
 
+    def measure_messages(
+        self, model: str, unit: str
+    ) -> Callable[[tuple[Message, ...]], Awaitable[int]]:
+        """A prompt of several messages measured as sent: its tokens with the chat template,
+        or the characters / bytes of its contents."""
+        if unit in ("chars", "bytes"):
+
+            async def by_text(messages: tuple[Message, ...]) -> int:
+                return sum(measure_text(m.content, unit) for m in messages)  # type: ignore[arg-type,misc]
+
+            return by_text
+        provider = self.providers[model]
+
+        async def by_tokens(messages: tuple[Message, ...]) -> int:
+            count = await provider.count_prompt_tokens(messages)
+            if count is None:
+                self.estimated.add(model)
+                return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
+            return count
+
+        return by_tokens
+
     def length_basis(self, model: str, context: Context) -> str:
         """How the cell's length was measured, as the cells table states it."""
         unit = context.cell.length_unit
+        if context.cell.params().get("length_budget") == "seed":
+            return "cl100k_base"  # U-NIAH's unit, whatever the model's tokenizer
         if unit in ("chars", "bytes"):
             return unit
         if model in self.estimated:
@@ -176,7 +200,13 @@ class SweepRuntime:
                 if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
                     embed = await self.embedder(self.probe_of[cell.cell_id])
                     context = await probe.build(
-                        cell, filler, kind, embed, measure, max_tokens=max_tokens
+                        cell,
+                        filler,
+                        kind,
+                        embed,
+                        measure,
+                        max_tokens=max_tokens,
+                        measure_messages=self.measure_messages(model, cell.length_unit),
                     )
                 else:
                     context = await build_context(
@@ -187,6 +217,7 @@ class SweepRuntime:
                         measure,
                         max_tokens=max_tokens,
                         measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
+                        measure_messages=self.measure_messages(model, cell.length_unit),
                     )
             except LengthError as exc:
                 built.unbuildable.append((cell, str(exc)))

@@ -183,33 +183,32 @@ class ModelSweep:
         self, context: Context, outcome: Reply | BaseException | Unsent
     ) -> dict[str, Any] | None:
         """A judge model's verdict on an answer, for probes configured with a judge."""
-        judge_name = getattr(self.probe_of.get(context.cell.cell_id), "judge", None)
+        probe = self.probe_of.get(context.cell.cell_id)
+        judge_name = getattr(probe, "judge", None)
         if judge_name is None or not isinstance(outcome, Reply):
             return None
-        from needlescope.judge import judge_messages, parse_verdict
+        from needlescope.judge import judge
 
-        probe = self.probe_of[context.cell.cell_id]
-        expected = context.expected
-        messages = judge_messages(
-            expected["question"], expected["true_answer"], outcome.text, self.runtime.rubric(probe)
+        prompt = getattr(probe, "judge_prompt", "judge-v1")
+
+        async def ask(request: ChatRequest, attempt: int) -> Reply | str:
+            # Each try is a task run of its own (its own cache key): a rerun keeps the verdict.
+            purpose = f"judge:{judge_name}" + (f":try{attempt}" if attempt > 1 else "")
+            label = f"judge {judge_name} · {context.cell.label}"
+            reply = await self.asker.ask(judge_name, context.cell, request, label, purpose)
+            if isinstance(reply, Unsent):
+                return "the budget was spent"
+            return reply if isinstance(reply, Reply) else str(reply)
+
+        return await judge(
+            ask,
+            prompt,
+            context.expected,
+            outcome.text,
+            model=judge_name,
+            rubric=self.runtime.rubric(probe),
+            max_tokens=self.runtime.config.model(judge_name).generation.answer_tokens,
         )
-        request = ChatRequest(messages=messages, max_tokens=256, temperature=0.0)
-        label = f"judge {judge_name} · {context.cell.label}"
-        reply = await self.asker.ask(
-            judge_name, context.cell, request, label, f"judge:{judge_name}"
-        )
-        if isinstance(reply, Unsent):
-            return {"judge_model": judge_name, "judge_error": "not judged: the budget was spent"}
-        if not isinstance(reply, Reply):
-            return {"judge_model": judge_name, "judge_error": str(reply)[:300]}
-        verdict = parse_verdict(reply.text)
-        return {
-            "judge_model": judge_name,
-            "judge_score": verdict.score,
-            "judge_reason": verdict.reason,
-            "judge_error": verdict.error,
-            "judge_raw": reply.text,
-        }
 
     async def _query_and_grade(self, contexts: list[Context]) -> None:
         asked = await asyncio.gather(*(self._ask(c) for c in contexts))

@@ -513,6 +513,9 @@ def grade(
     rubric: Annotated[
         Path | None, typer.Option(help="The judge's rubric (default: needlescope's own).")
     ] = None,
+    judge_prompt: Annotated[
+        str, typer.Option(help="The judge's prompt: judge-v1 (needlescope's) or uniah-judge.")
+    ] = "judge-v1",
 ) -> None:
     """Grade one answer by hand and print the grade as one JSON object (accuracy 0–100)."""
     from needlescope.grading.cli import grade_one, judge_answer
@@ -533,6 +536,7 @@ def grade(
                     json.loads(expected_text),
                     answer_text,
                     str(rubric) if rubric else None,
+                    judge_prompt,
                 )
             )
             result.update(verdict)

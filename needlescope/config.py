@@ -337,6 +337,14 @@ class CasesProbe(Frozen):
     cases: list[str] | None = None  # case names from the file; default: all of them
     lengths: list[Count] = Field(min_length=1)
     length_unit: LengthUnit = "tokens"
+    # prompt: the whole prompt is the cell's length; seed: U-NIAH's, the haystack and needles
+    # fill the length minus final_context_length_buffer in cl100k tokens, the question on top.
+    length_budget: Literal["prompt", "seed"] = "prompt"
+    final_context_length_buffer: int = Field(default=200, ge=0)  # with length_budget: seed
+    # Prompt templates (a grid axis); default: needlescope's own in each case's language.
+    prompts: list[str] | None = Field(default=None, min_length=1)
+    # judge-v1: needlescope's rubric, JSON reply; uniah-judge: U-NIAH's LangChain evaluator.
+    judge_prompt: Literal["judge-v1", "uniah-judge"] = "judge-v1"
     depths: list[float] | None = None  # explicit depth percents, 0–100
     depth_count: PositiveInt = 5
     depth_spacing: Literal["linear", "sigmoid"] = "linear"
@@ -353,6 +361,25 @@ class CasesProbe(Frozen):
             raise ValueError("depth percents must be within 0–100")
         return values
 
+    def known_prompts(self) -> tuple[str, ...]:
+        from needlescope.probes.cases import PROMPTS
+
+        return PROMPTS
+
+    @model_validator(mode="after")
+    def _consistent_cases(self) -> CasesProbe:
+        known = self.known_prompts()
+        for value in self.prompts or []:
+            if value not in known:
+                raise ValueError(
+                    f"prompts: unknown prompt template {value!r}; known: {', '.join(known)}"
+                )
+        if self.length_budget == "seed" and self.length_unit != "tokens":
+            raise ValueError(
+                "length_budget: seed counts cl100k tokens (U-NIAH's unit): use length_unit tokens"
+            )
+        return self
+
 
 class RagProbe(CasesProbe):
     """Cases in RAG mode: the haystack is chunked, embedded, and the best chunks fill the prompt."""
@@ -364,11 +391,23 @@ class RagProbe(CasesProbe):
     top_k: PositiveInt = 5
     reverse: bool = False  # least relevant first, most relevant next to the question
     embedder: str | None = None  # a configured local model to embed with; default: SmolLM2
+    # windows: fixed character windows; uniah: U-NIAH's recursive splitter and context filling
+    chunking: Literal["windows", "uniah"] = "windows"
+
+    def known_prompts(self) -> tuple[str, ...]:
+        from needlescope.probes.rag import PROMPTS
+
+        return PROMPTS
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RagProbe:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
+        if self.chunking == "uniah" and self.length_unit != "tokens":
+            raise ValueError(
+                "chunking: uniah fills the length in cl100k tokens (U-NIAH's unit): use "
+                "length_unit tokens"
+            )
         return self
 
 

@@ -1,8 +1,19 @@
-"""The LLM judge of the cases probes: a 1–10 rubric score of an answer against the true answer.
+"""The LLM judge of the cases probes: a 1–10 score of an answer against the true answer.
 
-Pure functions: the sweep sends ``judge_messages(…)`` to the judge model, reads its reply with
-``parse_verdict`` and merges ``judge_record(…)`` (flat ``judge_*`` keys) into the answer's
-``detail``, where the views of warehouse/views_cases.sql read it.
+Two judge prompts (``judge_prompt:`` of a cases / rag probe):
+
+- ``judge-v1`` (the default): needlescope's rubric (configs/judge_rubric.md, or a probe's
+  ``rubric_file``), a JSON reply ``{"score": n, "reason": …}`` read by ``parse_verdict``.
+- ``uniah-judge``: U-NIAH's judge, LangChain's ``labeled_score_string`` evaluator with U-NIAH's
+  ``accuracy`` criterion, temperature 0.1. Its verdict is read as LangChain reads it: the first
+  ``[[…]]`` of the reply must hold a whole number from 1 to 10, written plainly. U-NIAH asks up
+  to three times; when no reply can be read it scores -1, which here is a judgment that could not
+  be read (``judge_score`` null, ``judge_unreadable`` true), never a number in a mean.
+
+``judge_request`` builds the request and ``read_verdict`` reads the reply for either; ``judge``
+runs the whole exchange (tries included) for the sweep, ``needlescope grade --judge`` and the
+tests alike, and returns the flat ``judge_*`` keys merged into the answer's ``detail``, where
+the views read them (``results.judge_score``, warehouse/views_cases.sql).
 
 Disagreement rule: the judge calls an answer correct when its score is at least ``JUDGE_PASS``
 (7: "most of the facts, nothing wrong" in the rubric); keyword recall calls it correct when its
@@ -16,15 +27,18 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from needlescope.errors import ConfigError
-from needlescope.providers.base import Message
+from needlescope.providers.base import ChatRequest, Message, Reply
 
 JUDGE_VERSION = "judge-v1"
-JUDGE_MAX_TOKENS = 160  # room for {"score": n, "reason": "…"} and some chatter around it
+UNIAH_JUDGE = "uniah-judge"
+JUDGE_PROMPTS = (JUDGE_VERSION, UNIAH_JUDGE)
+JUDGE_MAX_TOKENS = 256  # judge-v1: room for {"score": n, "reason": "…"} and chatter around it
 SCORE_MIN, SCORE_MAX = 1, 10
 JUDGE_PASS = 7
 KEYWORD_PASS = 50.0
@@ -105,6 +119,157 @@ def judge_messages(
         Message("system", _SYSTEM.format(rubric=rubric.strip())),
         Message("user", _USER.format(question=question, true_answer=true_answer, response=answer)),
     )
+
+
+# --- U-NIAH's judge ---------------------------------------------------------------------------
+
+# LangChain's scoring prompt with a reference (langchain/evaluation/scoring/prompt.py,
+# SCORING_TEMPLATE_WITH_REFERENCE), as langchain 0.3 formats it.
+UNIAH_SYSTEM = "You are a helpful assistant."
+_UNIAH_USER = (
+    "[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response "
+    "provided by an AI assistant to the user question displayed below. {criteria}"
+    "[Ground truth]\n{reference}\nBegin your evaluation by providing a short explanation. Be "
+    "as objective as possible. After providing your explanation, you must rate the response on a "
+    'scale of 1 to 10 by strictly following this format: "[[rating]]", for example: '
+    '"Rating: [[5]]".\n\n[Question]\n{input}\n\n[The Start of Assistant\'s Answer]\n'
+    "{prediction}\n[The End of Assistant's Answer]"
+)
+# U-NIAH's criterion as its source holds it: a triple-quoted string, each line indented 16
+# spaces, a space after the last line ("numberical" is U-NIAH's spelling).
+_UNIAH_CRITERION_LINES = (
+    "Score 1: The answer is completely unrelated to the reference.",
+    "Score 3: The answer has minor relevance but does not align with the reference.",
+    "Score 5: The answer has moderate relevance but contains inaccuracies.",
+    "Score 7: The answer partially aligns with the reference but has minor omissions.",
+    "Score 10: The answer is aligned with the reference. No need to consider the information "
+    "order and no need to be exact the same as the reference.",
+    "Only respond with a numberical score!",
+)
+UNIAH_CRITERIA = {
+    "accuracy": "".join(f"\n{' ' * 16}{line}" for line in _UNIAH_CRITERION_LINES) + " "
+}
+UNIAH_TEMPERATURE = 0.1
+UNIAH_TRIES = 3
+
+
+def uniah_criteria_text(criteria: dict[str, str] = UNIAH_CRITERIA) -> str:
+    """The ``{criteria}`` of the prompt, as LangChain's labeled evaluator writes it."""
+    text = "\n".join(f"{name}: {value}" for name, value in criteria.items()).strip()
+    return f"For this evaluation, you should primarily consider the following criteria:\n{text}\n"
+
+
+def uniah_judge_messages(question: str, true_answer: str, response: str) -> tuple[Message, ...]:
+    """U-NIAH's judge prompt: the answer goes in as it is, empty or not."""
+    values = {
+        "criteria": uniah_criteria_text(),
+        "reference": true_answer,
+        "input": question,
+        "prediction": response,
+    }
+    # One pass over the template, so braces in the texts are never read as fields.
+    user = re.sub(r"\{(criteria|reference|input|prediction)\}", lambda m: values[m[1]], _UNIAH_USER)
+    return (Message("system", UNIAH_SYSTEM), Message("user", user))
+
+
+_DOUBLE_BRACKETS = re.compile(r"\[\[(.*?)\]\]")
+_UNIAH_SCORES = frozenset(str(n) for n in range(SCORE_MIN, SCORE_MAX + 1))
+
+
+def parse_uniah_verdict(text: str) -> Verdict:
+    """LangChain's reading: the first ``[[…]]`` (on one line) must be exactly 1, 2, … or 10.
+
+    "[[7]]" reads 7; "[[ 7 ]]", "[[7.0]]", "[[07]]" and "[[7/10]]" do not read, and neither
+    does a reply whose first brackets hold anything else ("[[rating]]"), whatever follows.
+    """
+    if not isinstance(text, str):
+        return Verdict(None, None, "the judge's reply is not text")
+    match = _DOUBLE_BRACKETS.search(text)
+    if match is None:
+        return Verdict(None, _tidy(text), "no [[rating]] in the judge's reply")
+    if match[1] not in _UNIAH_SCORES:
+        return Verdict(None, _tidy(text), f"[[{_show(match[1])}]] is not a rating from 1 to 10")
+    return Verdict(int(match[1]), _tidy(text[: match.start()] + " " + text[match.end() :]), None)
+
+
+# --- one request, one reading, one exchange ---------------------------------------------------
+
+
+def judge_request(
+    prompt: str,
+    question: str,
+    true_answer: str,
+    response: str,
+    *,
+    rubric: str = DEFAULT_RUBRIC,
+    max_tokens: int | None = None,
+) -> ChatRequest:
+    """The request a judge model is sent. ``uniah-judge`` sends ``max_tokens`` only when given
+    (U-NIAH sends none); ``judge-v1`` always sends its own, whatever is given."""
+    if prompt == UNIAH_JUDGE:
+        messages = uniah_judge_messages(question, true_answer, response)
+        return ChatRequest(messages, max_tokens=max_tokens, temperature=UNIAH_TEMPERATURE)
+    if prompt != JUDGE_VERSION:
+        raise ConfigError(f"unknown judge prompt {prompt!r}; known: {', '.join(JUDGE_PROMPTS)}")
+    messages = judge_messages(question, true_answer, response, rubric)
+    return ChatRequest(messages, max_tokens=JUDGE_MAX_TOKENS, temperature=0.0)
+
+
+def read_verdict(prompt: str, text: str) -> Verdict:
+    return parse_uniah_verdict(text) if prompt == UNIAH_JUDGE else parse_verdict(text)
+
+
+def tries(prompt: str) -> int:
+    """How often the judge is asked when its verdict cannot be read (U-NIAH: three times)."""
+    return UNIAH_TRIES if prompt == UNIAH_JUDGE else 1
+
+
+# What asking the judge gave: its reply, or why there is none (a failure after its retries).
+Ask = Callable[[ChatRequest, int], Awaitable[Reply | str]]
+
+
+async def judge(
+    ask: Ask,
+    prompt: str,
+    expected: Any,
+    response: str,
+    *,
+    model: str,
+    rubric: str = DEFAULT_RUBRIC,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """Judge one answer: ask (``ask(request, attempt)``, attempts from 1) until a verdict can be
+    read or the prompt's tries are spent, and return the ``judge_*`` keys of ``detail``."""
+    request = judge_request(
+        prompt,
+        str(expected["question"]),
+        str(expected["true_answer"]),
+        response,
+        rubric=rubric,
+        max_tokens=max_tokens,
+    )
+    verdict: Verdict | None = None
+    raw: str | None = None
+    attempt = 0
+    prompt_tokens: int | None = None
+    while attempt < tries(prompt):
+        attempt += 1
+        reply = await ask(request, attempt)
+        if not isinstance(reply, Reply):
+            return failed_record(model, "not judged", reply, prompt=prompt, tries=attempt)
+        if reply.prompt_tokens is not None:
+            prompt_tokens = (prompt_tokens or 0) + reply.prompt_tokens
+        raw = reply.text
+        verdict = read_verdict(prompt, raw)
+        if verdict.score is not None:
+            break
+    assert verdict is not None  # asked at least once
+    record = judge_record(verdict, model=model, raw=raw, prompt=prompt, tries=attempt)
+    record["judge_prompt_tokens"] = prompt_tokens  # all tries together, as the provider counted
+    if verdict.score is None and prompt == UNIAH_JUDGE:
+        record["judge_unreadable"] = True  # U-NIAH's -1: no verdict, not a score
+        record["judge_error"] = f"{verdict.error} ({attempt} tries)"
+    return record
 
 
 # --- reading the verdict ----------------------------------------------------------------------
@@ -203,28 +368,41 @@ def disagreement(keyword_accuracy: float | None, judge_score: int | None) -> boo
 
 
 def judge_record(
-    verdict: Verdict, *, model: str, keyword_accuracy: float | None, raw: str | None = None
+    verdict: Verdict,
+    *,
+    model: str,
+    keyword_accuracy: float | None = None,
+    raw: str | None = None,
+    prompt: str = JUDGE_VERSION,
+    tries: int = 1,
 ) -> dict[str, Any]:
-    """The keys the sweep merges into an answer's ``detail`` (JSON-able)."""
-    return {
+    """The keys the sweep merges into an answer's ``detail`` (JSON-able); ``disagreement``
+    only when the keyword accuracy is given (the grade stage adds it otherwise)."""
+    record: dict[str, Any] = {
         "judge_model": model,
-        "judge_version": JUDGE_VERSION,
+        "judge_version": prompt,
         "judge_score": verdict.score,
         "judge_reason": verdict.reason,
         "judge_error": verdict.error,
         "judge_raw": None if raw is None else raw[:RAW_CHARS],
-        "disagreement": disagreement(keyword_accuracy, verdict.score),
+        "judge_tries": tries,
     }
+    if keyword_accuracy is not None:
+        record["disagreement"] = disagreement(keyword_accuracy, verdict.score)
+    return record
 
 
-def failed_record(model: str, error_kind: str, message: str) -> dict[str, Any]:
+def failed_record(
+    model: str, error_kind: str, message: str, *, prompt: str = JUDGE_VERSION, tries: int = 1
+) -> dict[str, Any]:
     """``detail`` keys when the judge model could not be asked (after its retries)."""
     return {
         "judge_model": model,
-        "judge_version": JUDGE_VERSION,
+        "judge_version": prompt,
         "judge_score": None,
         "judge_reason": None,
         "judge_error": f"{error_kind}: {' '.join(message.split())[:300]}",
         "judge_raw": None,
+        "judge_tries": tries,
         "disagreement": False,
     }

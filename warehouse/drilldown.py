@@ -31,7 +31,6 @@ fields that name a cell and the field on y) and the key those fields make (``gro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -48,6 +47,7 @@ from needlescope.config import FillerSpec, SweepConfig
 from needlescope.fillers import Filler, filler_from_spec
 from needlescope.probes import cases as cases_probe
 from needlescope.probes import probe_module
+from needlescope.probes.base import prompt_sha256
 from needlescope.probes.build import rebuild
 from needlescope.warehouse import charts, charts_cases, charts_stars, stats
 from needlescope.warehouse.report_html import anchor, json_clean, json_script
@@ -420,7 +420,10 @@ class Rebuilder:
                 order = _facts(row).get("order")
                 if not isinstance(order, list):
                     raise ContextUnavailable("the cell's facts have no retrieval order")
-                rendered = module.rebuild(cell, filler, kind, int(row["filler_chars"]), order)
+                cut = _facts(row).get("cut")
+                rendered = module.rebuild(
+                    cell, filler, kind, int(row["filler_chars"]), order, cut or None
+                )
             else:
                 rendered = rebuild(
                     module, cell, filler, kind, int(row["filler_chars"]), int(row["prompt_length"])
@@ -429,8 +432,7 @@ class Rebuilder:
             raise
         except Exception as exc:  # a probe that needs more than the cell row
             raise ContextUnavailable(f"{cell.probe} cells cannot be rebuilt here") from exc
-        sha256 = hashlib.sha256(rendered.prompt_text.encode()).hexdigest()
-        if row.get("prompt_sha256") and sha256 != row["prompt_sha256"]:
+        if row.get("prompt_sha256") and prompt_sha256(rendered) != row["prompt_sha256"]:
             raise ContextUnavailable("the rebuilt prompt differs from the one sent")
         return rendered.haystack_text, list(rendered.offsets), needle_values(rendered.expected)
 

@@ -68,7 +68,7 @@ CELLS = pa.schema(
         ("needle_offsets", pa.string()),  # JSON list of char offsets in the haystack
         ("prompt_text", pa.string()),  # only with save_prompts / --only-context
         ("facts", pa.string()),  # JSON object: probe-specific facts about the context
-        ("length_basis", pa.string()),  # tokenizer | chars | bytes | estimated: …
+        ("length_basis", pa.string()),  # tokenizer | chars | bytes | cl100k_base | estimated: …
     ]
 )
 

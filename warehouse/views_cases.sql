@@ -21,7 +21,7 @@ WITH scored AS (
            r.needle_count, r."repeat", r.response, r.parse_ok,
            r.accuracy AS keyword_accuracy,
            r.correct AS needles_recalled,
-           TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER) AS judge_score,
+           r.judge_score,
            json_extract_string(a.detail, '$.judge_model') AS judge_model,
            json_extract_string(a.detail, '$.judge_reason') AS judge_reason,
            json_extract_string(a.detail, '$.judge_error') AS judge_error,

@@ -76,16 +76,26 @@ JUDGE_CONTEXT = 4096  # a local judge's slot: rubric, question, true answer and 
 
 
 async def judge_answer(
-    config_path: str, judge: str, expected: dict[str, Any], answer: str, rubric_file: str | None
+    config_path: str,
+    judge: str,
+    expected: dict[str, Any],
+    answer: str,
+    rubric_file: str | None,
+    judge_prompt: str = "judge-v1",
 ) -> dict[str, Any]:
-    """Ask a configured model to judge one cases answer, as the sweep's judge stage does."""
+    """Ask a configured model to judge one cases answer, as the sweep's judge stage does (the
+    same request, the same reading, the same tries)."""
     import contextlib
 
     from needlescope.config import load_config
-    from needlescope.judge import judge_messages, load_rubric, parse_verdict
-    from needlescope.providers.base import ChatRequest
+    from needlescope.judge import JUDGE_PROMPTS, load_rubric
+    from needlescope.judge import judge as run_judge
+    from needlescope.providers.base import ChatRequest, Reply
     from needlescope.providers.open import open_provider
 
+    if judge_prompt not in JUDGE_PROMPTS:
+        known = ", ".join(JUDGE_PROMPTS)
+        raise NeedlescopeError(f"--judge-prompt: unknown {judge_prompt!r}; known: {known}")
     config = load_config(config_path)
     try:
         model = config.model(judge)
@@ -93,17 +103,18 @@ async def judge_answer(
         raise NeedlescopeError(f"--judge: no model {judge!r} in {config_path}") from None
     if not isinstance(expected, dict) or not {"question", "true_answer"} <= set(expected):
         raise NeedlescopeError("--expected must hold the case's question and true_answer")
-    messages = judge_messages(
-        expected["question"], expected["true_answer"], answer, load_rubric(rubric_file)
-    )
     async with contextlib.AsyncExitStack() as stack:
         provider = await open_provider(stack, model, ctx_per_slot=JUDGE_CONTEXT)
-        reply = await provider.complete(ChatRequest(messages, max_tokens=256, temperature=0.0))
-    verdict = parse_verdict(reply.text)
-    return {
-        "judge_model": judge,
-        "judge_score": verdict.score,
-        "judge_reason": verdict.reason,
-        "judge_error": verdict.error,
-        "judge_raw": reply.text,
-    }
+
+        async def ask(request: ChatRequest, attempt: int) -> Reply | str:
+            return await provider.complete(request)
+
+        return await run_judge(
+            ask,
+            judge_prompt,
+            expected,
+            answer,
+            model=judge,
+            rubric=load_rubric(rubric_file),
+            max_tokens=model.generation.answer_tokens,
+        )

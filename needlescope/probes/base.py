@@ -8,6 +8,7 @@ prompt, and stores ``grade``'s result; per-needle results feed the ``needle_outc
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -27,6 +28,22 @@ class Rendered:
     fractions: tuple[float, ...] = ()  # where each needle sits, as a fraction of the haystack
     offsets: tuple[int, ...] = ()  # character offset of each needle in the haystack
     facts: Mapping[str, Any] = field(default_factory=dict)  # JSON-able, probe-specific
+    # The messages sent, when the prompt is more than one user message (U-NIAH's three);
+    # ``prompt_text`` then holds their contents for reading and searching.
+    messages: tuple[Message, ...] = ()
+
+
+def joined(messages: tuple[Message, ...]) -> str:
+    """The ``prompt_text`` of a prompt of several messages: their contents, a blank line apart."""
+    return "\n\n".join(m.content for m in messages)
+
+
+def prompt_sha256(rendered: Rendered) -> str:
+    """Of the one message's text; of every message, role and content, when there are more."""
+    if not rendered.messages:
+        return hashlib.sha256(rendered.prompt_text.encode()).hexdigest()
+    wire = [{"role": m.role, "content": m.content} for m in rendered.messages]
+    return hashlib.sha256(json.dumps(wire, ensure_ascii=False).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -53,7 +70,7 @@ class Context:
 
     @property
     def messages(self) -> tuple[Message, ...]:
-        return (Message("user", self.prompt_text),)
+        return self.rendered.messages or (Message("user", self.prompt_text),)
 
     @property
     def prompt_bytes(self) -> int:
@@ -62,7 +79,7 @@ class Context:
 
     @property
     def prompt_sha256(self) -> str:
-        return hashlib.sha256(self.prompt_text.encode()).hexdigest()
+        return prompt_sha256(self.rendered)
 
 
 @dataclass(frozen=True)

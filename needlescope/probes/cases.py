@@ -10,18 +10,23 @@ case-insensitively; a Latin keyword as a whole word give or take a plural or pos
 ("hazelnuts" matches "hazelnut", "Hazelnuts" and "hazelnut's"; "fig" does not match "figure"),
 a Chinese one anywhere (Chinese has no spaces to mark words). A needle's recall is the share of
 its keywords found; it counts as *recalled* when that share is at least one half. Accuracy is the
-mean recall over the needles × 100. The LLM judge (needlescope/judge.py) grades the same answer
-separately.
+mean recall over the needles × 100. A needle whose words the case's true answer does not use
+has no default keywords: it is not checked (its detail says so) and the mean is over the others.
+The LLM judge (needlescope/judge.py) grades the same answer separately.
+
+U-NIAH's own terms (``prompts: [uniah]``, ``length_budget: seed``) are in probes/uniah.py.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import math
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,7 +37,8 @@ from needlescope.config import CasesProbe, SweepConfig
 from needlescope.errors import ConfigError
 from needlescope.fillers import Filler
 from needlescope.haystack import Inserted, insert_needles, last_sentence_end
-from needlescope.probes.base import Grade, NeedleResult, Rendered
+from needlescope.probes import uniah
+from needlescope.probes.base import Grade, NeedleResult, Rendered, joined
 from needlescope.probes.templates import PromptTemplate
 
 NAME = "cases"
@@ -73,6 +79,11 @@ TEMPLATES: dict[str, PromptTemplate] = {
     "cases-en-v1": PromptTemplate("cases-en-v1", "en", _CASES_EN_V1),
     "cases-zh-v1": PromptTemplate("cases-zh-v1", "zh", _CASES_ZH_V1),
 }
+
+
+# Every prompt a cases probe can take: needlescope's own (by the case's language), U-NIAH's.
+PROMPTS = (*TEMPLATES, uniah.TEMPLATE)
+LOG = logging.getLogger(__name__)
 
 
 def prompt_version(language: str) -> str:
@@ -157,15 +168,36 @@ def load_cases(path: str | Path, names: Sequence[str] | None = None) -> dict[str
     unknown = [n for n in names if n not in cases]
     if unknown:
         known = ", ".join(cases) or "none"
-        raise ConfigError(f"{path}: unknown case {unknown[0]!r}; known: {known}")
+        not_case = " (a list, not a case)" if unknown[0] in data else ""
+        raise ConfigError(f"{path}: unknown case {unknown[0]!r}{not_case}; known: {known}")
     return {n: cases[n] for n in dict.fromkeys(names)}
 
 
 def parse_cases(data: Any, source: str = "<cases>") -> dict[str, Case]:
-    """Cases from parsed YAML: a mapping of case name to {needles, question, true_answer}."""
+    """Cases from parsed YAML: a mapping of case name to {needles, question, true_answer}.
+
+    A top-level list is not a case: U-NIAH's file keeps YAML anchors (shared needles) in a
+    ``definitions:`` list. Such entries are skipped, and named in a warning.
+    """
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"{source}: expected a mapping of case names to cases")
-    return {str(name): _parse_case(str(name), body, source) for name, body in data.items()}
+    skipped = tuple(str(name) for name, body in data.items() if isinstance(body, list))
+    if skipped:
+        _say_skipped(source, skipped)
+    cases = {
+        str(name): _parse_case(str(name), body, source)
+        for name, body in data.items()
+        if not isinstance(body, list)
+    }
+    if not cases:
+        raise ConfigError(f"{source}: no cases, only lists ({', '.join(skipped)})")
+    return cases
+
+
+@functools.cache
+def _say_skipped(source: str, names: tuple[str, ...]) -> None:
+    """Once per file and process: a config is loaded and expanded more than once."""
+    LOG.warning("%s: skipped %s: a list, not a case", source, ", ".join(names))
 
 
 def _parse_case(name: str, body: Any, source: str) -> Case:
@@ -188,29 +220,37 @@ def _parse_case(name: str, body: Any, source: str) -> Case:
             extra = sorted(set(map(str, raw)) - _NEEDLE_KEYS)
             if extra:
                 raise ConfigError(f"{label}: unknown field {extra[0]!r}")
-            texts.append(_text(raw.get("text"), f"{label}.text"))
+            texts.append(_needle(raw.get("text"), f"{label}.text"))
             given.append(_keywords(raw["keywords"], label) if "keywords" in raw else None)
         else:
-            texts.append(_text(raw, label))
+            texts.append(_needle(raw, label))
             given.append(None)
     language = body.get("language") or detect_language(question + "".join(texts))
     if language not in ("en", "zh"):
         raise ConfigError(f"{where}: language must be en or zh, got {language!r}")
-    defaults = default_keywords(texts, question)
+    defaults = default_keywords(texts, question, true_answer)
     needles = []
     for index, (text, keywords, default) in enumerate(zip(texts, given, defaults, strict=True)):
-        chosen = keywords if keywords is not None else default
-        if not chosen:
+        if keywords is None and not default and not _words(text) and not _runs(text):
             raise ConfigError(f"{where}: needles.{index}: no word to check; give keywords")
-        needles.append(Needle(text, chosen))
+        needles.append(Needle(text, keywords if keywords is not None else default))
+    if not any(n.keywords for n in needles):
+        raise ConfigError(f"{where}: true_answer uses no needle's words; give keywords")
     return Case(name, tuple(needles), question, true_answer, language)
 
 
 def _text(value: Any, label: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{label}: expected non-empty text")
-    # U-NIAH's needles carry spaces around them; insertion adds the spaces it needs itself.
     return " ".join(value.split())
+
+
+def _needle(value: Any, label: str) -> str:
+    """A needle as written: U-NIAH's needles carry the spaces around them that join them to
+    the haystack ("... sentence. Figs are ... pizza. Next ..."), so they are kept."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{label}: expected non-empty text")
+    return value
 
 
 def _keywords(value: Any, label: str) -> tuple[str, ...]:
@@ -259,15 +299,23 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def default_keywords(needles: Sequence[str], question: str = "") -> list[tuple[str, ...]]:
+def default_keywords(
+    needles: Sequence[str], question: str = "", true_answer: str | None = None
+) -> list[tuple[str, ...]]:
     """The distinctive words of each needle: what an answer that recalled it must say.
 
     Latin words: drop stopwords, words under three letters (numbers stay), words in every needle
     of the case (with two or more needles) and words of the question. Chinese has no spaces: drop
     the same kinds of *characters* (particles, characters in every needle or in the question),
     cut the runs there, drop single characters and use the overlapping two-character pieces of
-    what is left ("琉璃灯" → "琉璃", "璃灯"). When the filters leave a needle nothing, they are
-    relaxed in turn (question, then shared, then the rest).
+    what is left ("琉璃灯" → "琉璃", "璃灯").
+
+    With a ``true_answer`` (as every case has), only the words the true answer uses are kept,
+    and never one the question says: the true answer then recalls every needle fully, the
+    question alone none. Latin words of no other needle come first; when none is left, words of
+    other needles, then words in every needle are allowed back; a needle the true answer does
+    not mention at all gets no keywords (it is not checked). Without one, the filters are
+    relaxed in turn (question, then shared, then the rest) until a word is left.
     """
     folded = [_fold(n) for n in needles]
     shared_words: set[str] = set()
@@ -277,6 +325,17 @@ def default_keywords(needles: Sequence[str], question: str = "") -> list[tuple[s
         shared_chars = set.intersection(*(set("".join(_runs(n))) for n in folded))
     question_words = set(_words(_fold(question)))
     question_chars = set("".join(_runs(_fold(question))))
+    if true_answer is not None:
+        answered = []
+        for index, needle in enumerate(needles):
+            others = set().union(*(_words(n) for i, n in enumerate(folded) if i != index))
+            answer_levels = [
+                (others | question_words, shared_chars | question_chars),
+                (shared_words | question_words, shared_chars | question_chars),
+                (question_words, question_chars),
+            ]
+            answered.append(_answered_keywords(needle, true_answer, question, answer_levels))
+        return answered
     levels = [
         (shared_words | question_words, shared_chars | question_chars, True),
         (shared_words, shared_chars, True),
@@ -291,6 +350,20 @@ def default_keywords(needles: Sequence[str], question: str = "") -> list[tuple[s
                 break
         result.append(found)
     return result
+
+
+def _answered_keywords(
+    needle: str, true_answer: str, question: str, levels: list[tuple[set[str], set[str]]]
+) -> tuple[str, ...]:
+    for drop_words, drop_chars in levels:
+        found = tuple(
+            k
+            for k in _needle_keywords(needle, drop_words, drop_chars, True)
+            if keyword_found(k, true_answer) and not keyword_found(k, question)
+        )
+        if found:
+            return found
+    return ()
 
 
 def _needle_keywords(
@@ -326,12 +399,11 @@ def _bigrams(run: str) -> list[str]:
 # --- keyword recall ---------------------------------------------------------------------------
 
 
-def keyword_found(keyword: str, reply: str) -> bool:
-    """Whether ``keyword`` occurs in ``reply`` (see the module docstring for the rule)."""
+def keyword_pattern(keyword: str) -> re.Pattern[str] | None:
+    """What ``keyword_found`` looks for in a folded reply (see the module docstring)."""
     key = " ".join(_fold(keyword).split())
     if not key:
-        return False
-    text = _fold(reply)
+        return None
     latin = not _CJK_CHAR.match(key[0]) and key[0].isalnum()
     plural = key.endswith("s") and not key.endswith("ss") and key[-2:-1].isalpha()
     if latin and plural and " " not in key and len(key) >= 4:
@@ -340,7 +412,13 @@ def keyword_found(keyword: str, reply: str) -> bool:
     if latin:
         # A whole word, allowing a plural or possessive ending: "fig" matches "figs", not "figure".
         body = rf"(?<![^\W_]){body}(?:s|es|['’]s)?(?![^\W_])"
-    return re.search(body, text) is not None
+    return re.compile(body)
+
+
+def keyword_found(keyword: str, reply: str) -> bool:
+    """Whether ``keyword`` occurs in ``reply`` (see the module docstring for the rule)."""
+    pattern = keyword_pattern(keyword)
+    return pattern is not None and pattern.search(_fold(reply)) is not None
 
 
 def needle_recall(keywords: Sequence[str], reply: str) -> tuple[float, tuple[str, ...]]:
@@ -385,6 +463,21 @@ def probe_depths(probe: CasesProbe) -> list[float]:
 # --- grid, prompt, grade ----------------------------------------------------------------------
 
 
+def budget_params(probe: CasesProbe) -> dict[str, Any]:
+    """The length budget's settings, when not the default: older cells keep their ids."""
+    if probe.length_budget == "prompt":
+        return {}
+    return {
+        "length_budget": probe.length_budget,
+        "final_context_length_buffer": probe.final_context_length_buffer,
+    }
+
+
+def prompts_for(probe: CasesProbe, case: Case) -> list[str]:
+    """The probe's prompts; by default needlescope's own in the case's language."""
+    return list(probe.prompts) if probe.prompts else [prompt_version(case.language)]
+
+
 def expand(config: SweepConfig, probe: CasesProbe) -> Iterator[Cell]:
     cases = load_cases(probe.cases_file, probe.cases)
     axes = itertools.product(
@@ -395,41 +488,89 @@ def expand(config: SweepConfig, probe: CasesProbe) -> Iterator[Cell]:
         probe.fillers,
         range(probe.repeats),
     )
+    budget = budget_params(probe)
     for model, case, length, depth, filler, repeat in axes:
-        yield Cell(
-            **model_fields(model),
-            probe=NAME,
-            probe_params=canonical_json(case.params(probe.answer_buffer)),
-            filler=filler,
-            filler_spec=filler_identity(config.filler_spec(filler)),
-            placement=PLACEMENT,
-            region=REGION,
-            prompt_version=prompt_version(case.language),
-            length=length,
-            length_unit=probe.length_unit,
-            needle_count=len(case.needles),
-            repeat=repeat,
-            seed=config.seed,
-            depth=depth,
-        )
+        for prompt in prompts_for(probe, case):
+            yield Cell(
+                **model_fields(model),
+                probe=NAME,
+                probe_params=canonical_json({**case.params(probe.answer_buffer), **budget}),
+                filler=filler,
+                filler_spec=filler_identity(config.filler_spec(filler)),
+                placement=PLACEMENT,
+                region=REGION,
+                prompt_version=prompt,
+                length=length,
+                length_unit=probe.length_unit,
+                needle_count=len(case.needles),
+                repeat=repeat,
+                seed=config.seed,
+                depth=depth,
+            )
 
 
 def case_of(cell: Cell) -> Case:
     return Case.from_params(cell.params())
 
 
-def haystack(case: Case, depth: float, filler: Filler, filler_chars: int) -> Inserted:
+def seeded(cell: Cell) -> bool:
+    """Whether the cell is sized in U-NIAH's terms (``length_budget: seed``)."""
+    return cell.params().get("length_budget") == "seed"
+
+
+def seed_filler_chars(cell: Cell, filler: Filler) -> int:
+    """``length_budget: seed``: the filler characters that, with the needles, fill the cell's
+    length minus the buffer in cl100k tokens (see probes/uniah.py)."""
+    params = cell.params()
+    case = case_of(cell)
+    share = uniah.haystack_tokens(
+        cell.length, int(params["final_context_length_buffer"]), [n.text for n in case.needles]
+    )
+    return uniah.seed_filler_chars(filler, share)
+
+
+def haystack(
+    case: Case, depth: float, filler: Filler, filler_chars: int, *, end_at_100: bool = False
+) -> Inserted:
     """``filler_chars`` of filler with the case's needles at sentence boundaries.
 
     Depths are fractions of the filler up to its last complete sentence: the filler is cut at
     ``filler_chars``, usually inside a sentence, and a needle never follows a cut sentence.
+    With ``end_at_100`` (U-NIAH's rule), depth 100 puts the needles after everything, the cut
+    sentence included.
     """
     text = filler.text(filler_chars)
+    if end_at_100 and depth >= 100:
+        return _appended(text, [n.text for n in case.needles])
     end = last_sentence_end(text)  # the last _SENTENCE_END match, found from the tail
     head = len(text) if end is None else end
     fractions = [d / 100 for d in needle_depths(depth, len(case.needles))]
     inserted = insert_needles(text[:head], [n.text for n in case.needles], fractions, "sentence")
     return Inserted(inserted.text + text[head:], inserted.offsets, inserted.spans)
+
+
+def _appended(text: str, needles: Sequence[str]) -> Inserted:
+    """The needles after ``text``, in order; a space between two words that would touch."""
+    pieces = [text]
+    offsets: list[int] = []
+    spans: list[tuple[int, int]] = []
+    size = len(text)
+    previous = text[-1:] if text else ""
+    for needle in needles:
+        touching = previous and needle and not previous.isspace() and not needle[0].isspace()
+        lead = " " if touching else ""
+        spans.append((size, size + len(lead) + len(needle)))
+        offsets.append(size + len(lead))
+        pieces.append(lead + needle)
+        size += len(lead) + len(needle)
+        previous = needle[-1:] or previous
+    return Inserted("".join(pieces), tuple(offsets), tuple(spans))
+
+
+def haystack_id(cell: Cell, case: Case) -> str:
+    """The context id the cell has with needlescope's own prompt: cells with the same haystack
+    and needles share it whatever their prompt (``facts.pair_id``; RAG cells pair on it)."""
+    return replace(cell, prompt_version=prompt_version(case.language)).context_id
 
 
 def expected_of(case: Case) -> dict[str, Any]:
@@ -446,8 +587,15 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
     """The prompt around ``filler_chars`` characters of filler (deterministic)."""
     case = case_of(cell)
     depth = 50.0 if cell.depth is None else cell.depth
-    inserted = haystack(case, depth, filler, filler_chars)
-    prompt = TEMPLATES[cell.prompt_version].render(haystack=inserted.text, question=case.question)
+    inserted = haystack(case, depth, filler, filler_chars, end_at_100=seeded(cell))
+    if cell.prompt_version == uniah.TEMPLATE:
+        messages = uniah.messages(inserted.text, case.question)
+        prompt = joined(messages)
+    else:
+        messages = ()
+        prompt = TEMPLATES[cell.prompt_version].render(
+            haystack=inserted.text, question=case.question
+        )
     size = max(len(inserted.text), 1)
     fractions = tuple(round(o / size, 6) for o in inserted.offsets)
     return Rendered(
@@ -460,8 +608,9 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
             "depth": depth,
             "needle_depths": [round(d, 6) for d in needle_depths(depth, len(case.needles))],
             "needle_fractions": list(fractions),
-            "pair_id": cell.context_id,
+            "pair_id": haystack_id(cell, case),
         },
+        messages=messages,
     )
 
 
@@ -473,22 +622,34 @@ def answer_budget(cell: Cell, max_tokens: int | None) -> int:
 
 
 def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
-    """Keyword recall per needle (never raises; a malformed ``expected`` is a parse error)."""
+    """Keyword recall per needle (never raises; a malformed ``expected`` is a parse error).
+
+    A needle without keywords is not checked: its detail entry says so (``recall`` null) and it
+    has no row of its own, so the mean is over the needles that are checked.
+    """
     try:
         keyword_lists = [[str(k) for k in ks] for ks in expected["keywords"]]
     except (KeyError, TypeError, ValueError):
         return Grade(parse_ok=False, parse_error="expected has no keyword lists", accuracy=None)
     reply = response if isinstance(response, str) else ""
     shares: list[float] = []
-    found_lists: list[list[str]] = []
+    entries: list[dict[str, Any]] = []
     needles: list[NeedleResult] = []
+    found_lists: list[list[str]] = []
     for index, keywords in enumerate(keyword_lists, start=1):
+        if not keywords:
+            entries.append({"needle": index, "recall": None, "recalled": None, "found": []})
+            found_lists.append([])
+            continue
         share, found = needle_recall(keywords, reply)
-        recalled = share >= RECALLED_SHARE and bool(keywords)
+        recalled = share >= RECALLED_SHARE
         outcome = "correct" if recalled else ("partial" if found else "missing")
         shares.append(share)
         found_lists.append(list(found))
         needles.append(NeedleResult(index, None, recalled, outcome))
+        entries.append(
+            {"needle": index, "recall": round(share, 6), "recalled": recalled, "found": list(found)}
+        )
     recalled_count = sum(n.in_lcs for n in needles)
     accuracy = 100 * sum(shares) / len(shares) if shares else None
     return Grade(
@@ -497,12 +658,6 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
         accuracy=accuracy,
         answered=found_lists,
         figures={"correct": recalled_count, "missing": len(needles) - recalled_count},
-        detail={
-            "grader": GRADER,
-            "needles": [
-                {"needle": n.needle_index, "recall": round(s, 6), "recalled": n.in_lcs, "found": f}
-                for n, s, f in zip(needles, shares, found_lists, strict=True)
-            ],
-        },
+        detail={"grader": GRADER, "needles": entries},
         needles=tuple(needles),
     )

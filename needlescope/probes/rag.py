@@ -7,6 +7,12 @@ ones in the prompt: ``topk`` the ``top_k`` best, ``half`` / ``full`` the best on
 of the cell's length is used (``topk`` never exceeds the cell's length either). Chunks appear best
 first, or with ``reverse`` least relevant first, so the best one sits next to the question.
 Grading is the cases probe's, so LLM and RAG answers compare cell by cell.
+
+``chunking: uniah`` is U-NIAH's RAG instead: LangChain's recursive character splitter
+(needlescope/chunking.py), and its context filling counted in cl100k tokens: ``topk`` the
+``top_k`` best chunks whatever their length, ``full`` / ``half`` the best chunks until the
+length (half of it) less the prompt's own tokens is filled exactly, the last chunk cut to fit
+(probes/uniah.py). ``prompts: [uniah-rag]`` is U-NIAH's RAG prompt around them.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from needlescope import chunking, tokens
 from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
 from needlescope.config import RagProbe, SweepConfig
 from needlescope.errors import ConfigError, LengthError
 from needlescope.fillers import Filler
 from needlescope.haystack import fit_to_length
-from needlescope.probes import cases
+from needlescope.probes import cases, uniah
 from needlescope.probes.base import Context, Rendered
+from needlescope.probes.build import MeasureMessages, measure_rendered
 from needlescope.probes.templates import PromptTemplate
 
 NAME = "rag"
@@ -38,7 +46,7 @@ Measure = Callable[[str], Awaitable[int]]
 
 # The embedder when the probe names none: the bundled SmolLM2 GGUF, mean-pooled.
 DEFAULT_EMBEDDER: dict[str, Any] = {"provider": "local", "model": None, "pooling": "mean"}
-_RAG_KEYS = ("mode", "chunk_size", "chunk_overlap", "top_k", "reverse", "embedder")
+_RAG_KEYS = ("mode", "chunk_size", "chunk_overlap", "top_k", "reverse", "embedder", "chunking")
 
 _RAG_EN_V1 = """\
 Below are passages from a long document, chosen for their relevance to a question. Read them, \
@@ -68,6 +76,9 @@ TEMPLATES: dict[str, PromptTemplate] = {
     "rag-en-v1": PromptTemplate("rag-en-v1", "en", _RAG_EN_V1),
     "rag-zh-v1": PromptTemplate("rag-zh-v1", "zh", _RAG_ZH_V1),
 }
+
+
+PROMPTS = (*TEMPLATES, uniah.RAG_TEMPLATE)
 
 
 def prompt_version(language: str) -> str:
@@ -234,32 +245,38 @@ def expand(config: SweepConfig, probe: RagProbe) -> Iterator[Cell]:
         probe.context_modes,
         range(probe.repeats),
     )
+    budget = cases.budget_params(probe)
+    # Only settings away from their defaults join the id: older cells keep theirs.
+    split = {"chunking": probe.chunking} if probe.chunking != "windows" else {}
     for model, case, length, depth, filler, mode, repeat in axes:
         params = {
             **case.params(probe.answer_buffer),
+            **budget,
             "mode": mode,
             "chunk_size": probe.chunk_size,
             "chunk_overlap": probe.chunk_overlap,
             "top_k": probe.top_k if mode == "topk" else None,
             "reverse": probe.reverse,
             "embedder": embedder,
+            **split,
         }
-        yield Cell(
-            **model_fields(model),
-            probe=NAME,
-            probe_params=canonical_json(params),
-            filler=filler,
-            filler_spec=filler_identity(config.filler_spec(filler)),
-            placement=cases.PLACEMENT,
-            region=cases.REGION,
-            prompt_version=prompt_version(case.language),
-            length=length,
-            length_unit=probe.length_unit,
-            needle_count=len(case.needles),
-            repeat=repeat,
-            seed=config.seed,
-            depth=depth,
-        )
+        for prompt in probe.prompts or [prompt_version(case.language)]:
+            yield Cell(
+                **model_fields(model),
+                probe=NAME,
+                probe_params=canonical_json(params),
+                filler=filler,
+                filler_spec=filler_identity(config.filler_spec(filler)),
+                placement=cases.PLACEMENT,
+                region=cases.REGION,
+                prompt_version=prompt,
+                length=length,
+                length_unit=probe.length_unit,
+                needle_count=len(case.needles),
+                repeat=repeat,
+                seed=config.seed,
+                depth=depth,
+            )
 
 
 def cases_twin(cell: Cell) -> Cell:
@@ -274,26 +291,70 @@ def cases_twin(cell: Cell) -> Cell:
 
 
 def _prompt(cell: Cell, case: cases.Case, shown: Sequence[Chunk]) -> str:
+    if cell.prompt_version == uniah.RAG_TEMPLATE:
+        picked = [uniah.Picked(i, c.text) for i, c in enumerate(shown)]
+        mode: Mode = cell.params()["mode"] if cell.params().get("chunking") == "uniah" else "topk"
+        return uniah.rag_prompt(uniah.join_context(picked, mode, False), case.question)
     template = TEMPLATES[cell.prompt_version]
     return template.render(passages=passages_text(shown), question=case.question)
 
 
+def chunks_of(cell: Cell, haystack: str) -> list[Chunk]:
+    """The haystack's chunks: fixed windows, or U-NIAH's recursive split (``chunking``)."""
+    params = cell.params()
+    size, overlap = int(params["chunk_size"]), int(params["chunk_overlap"])
+    if params.get("chunking") != "uniah":
+        return chunk_text(haystack, size, overlap)
+    texts = chunking.split_text(haystack, size, overlap)
+    starts = chunking.chunk_starts(haystack, texts, overlap)
+    return [Chunk(i, s, s + len(t), t) for i, (t, s) in enumerate(zip(texts, starts, strict=True))]
+
+
+def _cut(chunk: Chunk, n_tokens: int) -> Chunk:
+    """The chunk's first ``n_tokens`` cl100k tokens, decoded as U-NIAH decodes them; its end is
+    where the characters those tokens cover end."""
+    text = tokens.decode(tokens.encode(chunk.text)[:n_tokens])
+    end = chunk.start + tokens.prefix_chars(chunk.text, n_tokens)
+    return Chunk(chunk.index, chunk.start, end, text)
+
+
+def _span(offset: int, needle: str) -> tuple[int, int]:
+    """Where the needle's words are: the spaces around a needle (U-NIAH's) are not part of it,
+    and a chunk, stripped, never holds them."""
+    lead = len(needle) - len(needle.lstrip())
+    return offset + lead, offset + len(needle.rstrip())
+
+
+def shown_chunks(
+    chunks: Sequence[Chunk], order: Sequence[int], cut: Mapping[str, Any] | None
+) -> list[Chunk]:
+    """The chunks of the prompt, in order; the one U-NIAH's filling cut (``facts.cut``)."""
+    shown = [chunks[i] for i in order]
+    if cut:
+        shown = [_cut(c, int(cut["tokens"])) if c.index == cut["chunk"] else c for c in shown]
+    return shown
+
+
 def rebuild(
-    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int, order: Sequence[int]
+    cell: Cell,
+    filler: Filler,
+    filler_kind: str,
+    filler_chars: int,
+    order: Sequence[int],
+    cut: Mapping[str, Any] | None = None,
 ) -> Rendered:
-    """The exact prompt of a built cell from its stored filler size and ``facts["order"]``."""
+    """The exact prompt of a built cell from its stored filler size and ``facts["order"]``
+    (and ``facts["cut"]`` when U-NIAH's filling cut a chunk)."""
     twin = cases_twin(cell)
     full = cases.render(twin, filler, filler_kind, filler_chars)
-    params = cell.params()
-    chunks = chunk_text(full.haystack_text, params["chunk_size"], params["chunk_overlap"])
-    shown = [chunks[i] for i in order]
+    chunks = chunks_of(cell, full.haystack_text)
     return Rendered(
-        prompt_text=_prompt(cell, cases.case_of(twin), shown),
+        prompt_text=_prompt(cell, cases.case_of(twin), shown_chunks(chunks, order, cut)),
         haystack_text=full.haystack_text,
         expected=full.expected,
         fractions=full.fractions,
         offsets=full.offsets,
-        facts={**full.facts, "order": list(order)},
+        facts={**full.facts, "order": list(order), **({"cut": dict(cut)} if cut else {})},
     )
 
 
@@ -304,30 +365,23 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
     )
 
 
-async def build(
+@dataclass(frozen=True)
+class _Selection:
+    order: list[int]  # chunk indices in prompt order
+    selected: list[int]  # chunk indices in rank order
+    cut: dict[str, int] | None = None  # the chunk cut to fit, and the tokens kept of it
+
+
+async def _windows(
     cell: Cell,
-    filler: Filler,
-    filler_kind: str,
-    embed: Embed,
+    case: cases.Case,
+    chunks: Sequence[Chunk],
+    ranking: Sequence[int],
     measure: Measure,
-    max_tokens: int | None = None,
-) -> Context:
-    """Fit the cases haystack to the cell's length, retrieve chunks into a prompt of at most
-    ``cell.length`` units (``measure``), and record where each needle went (``facts``)."""
+) -> _Selection:
+    """needlescope's own filling, measured with the model's tokenizer (or characters)."""
     params = cell.params()
     mode: Mode = params["mode"]
-    twin = cases_twin(cell)
-    case = cases.case_of(twin)
-    fit = await fit_to_length(
-        lambda n: cases.render(twin, filler, filler_kind, n).prompt_text, measure, cell.length
-    )
-    full = cases.render(twin, filler, filler_kind, fit.n_filler_chars)
-    chunks = chunk_text(full.haystack_text, params["chunk_size"], params["chunk_overlap"])
-    vectors = await embed([case.question, *(c.text for c in chunks)])
-    if len(vectors) != len(chunks) + 1:
-        raise ValueError(f"embedder returned {len(vectors)} vectors for {len(chunks) + 1} texts")
-    ranking = rank(vectors[0], vectors[1:])
-
     target = cell.length // 2 if mode == "half" else cell.length
     base = await measure(_prompt(cell, case, []))
     if base > target:
@@ -348,31 +402,85 @@ async def build(
     # Token counts do not quite add up: drop the least relevant chunk until the prompt fits.
     while True:
         order = arrange(selected, bool(params["reverse"]))
-        prompt = _prompt(cell, case, [chunks[i] for i in order])
-        length = await measure(prompt)
+        length = await measure(_prompt(cell, case, [chunks[i] for i in order]))
         if length <= target or not selected:
-            break
+            return _Selection(order, selected)
         selected = selected[:-1]
 
-    spans = [(o, o + len(n.text)) for o, n in zip(full.offsets, case.needles, strict=True)]
+
+def _uniah(
+    cell: Cell, case: cases.Case, chunks: Sequence[Chunk], ranking: Sequence[int]
+) -> _Selection:
+    """U-NIAH's filling in cl100k tokens: the length less the prompt's own tokens."""
+    params = cell.params()
+    mode: Mode = params["mode"]
+    available = cell.length - tokens.count(_prompt(cell, case, []))
+    top_k = int(params["top_k"] or len(ranking))
+    picked = uniah.pick_chunks(
+        [chunks[i].text for i in ranking], mode, top_k=top_k, available=available
+    )
+    selected = [ranking[p.rank] for p in picked]
+    cut = next(
+        ({"chunk": ranking[p.rank], "tokens": p.cut} for p in picked if p.cut is not None), None
+    )
+    return _Selection(arrange(selected, bool(params["reverse"])), selected, cut)
+
+
+async def build(
+    cell: Cell,
+    filler: Filler,
+    filler_kind: str,
+    embed: Embed,
+    measure: Measure,
+    max_tokens: int | None = None,
+    measure_messages: MeasureMessages | None = None,
+) -> Context:
+    """Fit the cases haystack to the cell's length, retrieve chunks into a prompt of at most
+    ``cell.length`` units (``measure``), and record where each needle went (``facts``)."""
+    params = cell.params()
+    twin = cases_twin(cell)
+    case = cases.case_of(twin)
+    if cases.seeded(twin):
+        filler_chars = cases.seed_filler_chars(twin, filler)
+    else:
+        fit = await fit_to_length(
+            lambda n: cases.render(twin, filler, filler_kind, n).prompt_text, measure, cell.length
+        )
+        filler_chars = fit.n_filler_chars
+    full = cases.render(twin, filler, filler_kind, filler_chars)
+    chunks = chunks_of(cell, full.haystack_text)
+    vectors = await embed([case.question, *(c.text for c in chunks)])
+    if len(vectors) != len(chunks) + 1:
+        raise ValueError(f"embedder returned {len(vectors)} vectors for {len(chunks) + 1} texts")
+    ranking = rank(vectors[0], vectors[1:])
+    if params.get("chunking") == "uniah":
+        chosen = _uniah(cell, case, chunks, ranking)
+    else:
+        chosen = await _windows(cell, case, chunks, ranking, measure)
+    shown = shown_chunks(chunks, chosen.order, chosen.cut)
+    in_prompt = {c.index: c for c in shown}
+    kept = [in_prompt.get(c.index, c) for c in chunks]
+    spans = [_span(o, n.text) for o, n in zip(full.offsets, case.needles, strict=True)]
     facts = {
         **full.facts,
-        "mode": mode,
+        "mode": params["mode"],
         "reverse": bool(params["reverse"]),
         "chunks": len(chunks),
-        "order": order,
-        "selected_chars": sum(chunks[i].end - chunks[i].start for i in order),
-        "retrieval": retrieval_record(spans, chunks, ranking, selected),
+        "order": chosen.order,
+        **({"cut": chosen.cut} if chosen.cut else {}),
+        "selected_chars": sum(c.end - c.start for c in shown),
+        "retrieval": retrieval_record(spans, kept, ranking, chosen.selected),
     }
     rendered = Rendered(
-        prompt_text=prompt,
+        prompt_text=_prompt(cell, case, shown),
         haystack_text=full.haystack_text,
         expected=full.expected,
         fractions=full.fractions,
         offsets=full.offsets,
         facts=facts,
     )
-    return Context(cell, rendered, fit.n_filler_chars, length, answer_budget(cell, max_tokens))
+    length = await measure_rendered(rendered, measure, measure_messages)
+    return Context(cell, rendered, filler_chars, length, answer_budget(cell, max_tokens))
 
 
 def answer_budget(cell: Cell, max_tokens: int | None) -> int:

@@ -128,10 +128,11 @@ def test_unknown_case_name_lists_the_known_ones(tmp_path: Path) -> None:
         cases.load_cases(tmp_path / "missing.yaml")
 
 
-def test_needle_text_is_trimmed_and_language_detected(tmp_path: Path) -> None:
-    path = write(tmp_path, GOOD.replace('"The kettle', '"  The   kettle'))
+def test_needle_text_is_kept_as_written_and_language_detected(tmp_path: Path) -> None:
+    # U-NIAH's needles carry the spaces that join them to the haystack: kept, as written.
+    path = write(tmp_path, GOOD.replace('"The kettle is copper."', '" The   kettle is copper. "'))
     case = cases.load_cases(path)["good"]
-    assert case.needles[0].text == "The kettle is copper."
+    assert case.needles[0].text == " The   kettle is copper. "
     assert case.language == "en"
     assert case.needles[0].keywords == ("copper",)
 

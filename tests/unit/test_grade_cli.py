@@ -92,6 +92,50 @@ def test_cases_answer_graded_by_keywords_and_by_a_judge_model(tmp_path: Path) ->
     assert (out["judge_score"], out["judge_model"], out["disagreement"]) == (9, "judge", False)
 
 
+def test_grade_judges_with_uniahs_judge(tmp_path: Path) -> None:
+    from tests.support.openai_server import FakeOpenAIServer
+
+    expected = {
+        "needles": [" Figs are one of the secret ingredients. "],
+        "keywords": [["Figs"]],
+        "question": "What is the secret ingredient?",
+        "true_answer": "Figs.",
+    }
+    replies = iter(["Close enough.", "The answer is right. Rating: [[9]]"])
+    with FakeOpenAIServer(lambda body: next(replies)) as srv:
+        config = tmp_path / "judge.yaml"
+        config.write_text(
+            "name: j\nmodels:\n"
+            f"  - {{name: judge, provider: openai, base_url: '{srv.base_url}', model: x}}\n"
+            "probes: [{probe: recall, lengths: [100], needle_counts: [1]}]\n"
+        )
+        result = runner.invoke(
+            app,
+            [
+                "grade",
+                "cases",
+                "--expected",
+                json.dumps(expected),
+                "--answer",
+                "Figs",
+                "--judge",
+                "judge",
+                "--config",
+                str(config),
+                "--judge-prompt",
+                "uniah-judge",
+            ],
+        )
+        body = srv.last_body
+        assert srv.requests == 2  # the first verdict did not read: asked again
+    assert result.exit_code == 0, result.output
+    assert body is not None and body["temperature"] == 0.1 and "max_tokens" not in body
+    assert body["messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
+    assert body["messages"][1]["content"].startswith("[Instruction]\nPlease act as an impartial")
+    out = json.loads(result.stdout)
+    assert (out["judge_score"], out["judge_tries"], out["judge_version"]) == (9, 2, "uniah-judge")
+
+
 def test_judge_needs_a_config() -> None:
     result = runner.invoke(
         app, ["grade", "cases", "--expected", "{}", "--answer", "x", "--judge", "j"]
