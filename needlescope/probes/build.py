@@ -7,7 +7,7 @@ from types import ModuleType
 
 from needlescope.cells import Cell
 from needlescope.errors import LengthError
-from needlescope.fillers import Filler, WholeFileFiller
+from needlescope.fillers import Filler, PaperCorpusFiller, WholeFileFiller
 from needlescope.haystack import fit_to_length
 from needlescope.probes.base import Context
 
@@ -36,7 +36,9 @@ async def build_context(
     """Fit the haystack so the cell is ``cell.length`` units long: the whole prompt as sent
     (``length_budget: prompt``), or the haystack alone before its needles go in
     (``haystack``, measured by ``measure_haystack``); a cell of length 0 takes its filler as
-    it is. ``prompt_length`` is always the whole prompt's measured length."""
+    it is, and the Counting-Stars paper's haystack (``fit: paper``) takes the pieces or
+    characters the paper gives the cell's nominal length. ``prompt_length`` is always the
+    whole prompt's measured length."""
     if not probe.FITS_FILLER:
         rendered = probe.render(cell, filler, filler_kind, 0)
         return Context(
@@ -46,6 +48,14 @@ async def build_context(
             await measure(rendered.prompt_text),
             probe.answer_budget(cell, max_tokens),
         )
+    if isinstance(filler, PaperCorpusFiller):  # the paper's haystack for a nominal length
+        units = filler.units(cell.length)
+        if units > filler.size:
+            raise LengthError(
+                f"{filler.name} holds {filler.size:,} {filler.unit}; a length of"
+                f" {cell.length:,} needs {units:,}"
+            )
+        return await _measured(probe, cell, filler, filler_kind, units, measure, max_tokens)
     if cell.as_is:
         if not isinstance(filler, WholeFileFiller):
             raise LengthError(f"a cell of length 0 needs a corpus used as it is, not {filler.name}")

@@ -128,14 +128,50 @@ def test_a_single_number_is_a_one_item_list() -> None:
 
 @pytest.mark.parametrize(
     "response",
-    ["", "I could not find any stars.", "[3, 5, 9]", '{"penguin": [3, 5, 9]}', "{", "[" * 5000],
+    [
+        "",
+        "I could not find any stars.",
+        "The counts are [3, 5, 9].",  # a list in prose is not a bare list
+        '{"penguin": [3, 5, 9]}',
+        '[{"penguin": [3, 5, 9]}]',
+        "{",
+        "[" * 5000,
+    ],
 )
-def test_no_readable_list_is_a_parse_failure(response: str) -> None:
+def test_no_list_scores_zero_as_a_parse_failure_every_star_missed(response: str) -> None:
+    # needlescope's rule (the paper's notebook raises): kept in the mean, flagged, all missed.
     grade = stars.grade([3, 5, 9], {}, response)
     assert not grade.parse_ok
-    assert grade.accuracy is None
-    assert grade.parse_error
-    assert grade.needles == ()
+    assert grade.accuracy == 0.0
+    assert grade.parse_error == stars.NO_LIST
+    assert [(n.needle_index, n.expected, n.in_lcs, n.outcome) for n in grade.needles] == [
+        (1, 3, False, "missing"),
+        (2, 5, False, "missing"),
+        (3, 9, False, "missing"),
+    ]
+    assert grade.figures == {"correct": 0, "missing": 3, "extra": 0}
+    assert grade.detail["scores"] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("response", "expected_scores"),
+    [
+        ("[3, 5, 9]", [1, 1, 1]),
+        ("  [9, 4, 3]\n\nThat is all.", [1, 0, 1]),
+        ("```json\n[5, 3]\n```", [1, 1, 0]),
+        ("[3, 5", [1, 1, 0]),
+        ("[]", [0, 0, 0]),
+    ],
+)
+def test_a_bare_json_list_is_read_as_the_list(response: str, expected_scores: list[int]) -> None:
+    grade = stars.grade([3, 5, 9], {}, response)
+    assert grade.parse_ok and grade.parse_error is None
+    assert scores(grade) == expected_scores
+
+
+def test_the_key_wins_over_a_bare_list() -> None:
+    grade = stars.grade([3, 5, 9], {}, '[{"little_penguin": [3]}, {"other": [5, 9]}]')
+    assert grade.parse_ok and scores(grade) == [1, 0, 0]
 
 
 def test_echoed_format_parses_and_scores_zero() -> None:
@@ -190,10 +226,10 @@ TRUTH = [3, 7, 10, 13, 18, 24, 27, 30]
 def test_grade_never_raises_on_any_text(response: str) -> None:
     for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
         grade = stars.grade(TRUTH, facts, response)
-        assert grade.parse_ok or grade.accuracy is None
-        if grade.accuracy is not None:
-            assert 0.0 <= grade.accuracy <= 100.0
-            json.dumps(grade.answered)
+        assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
+        assert grade.parse_ok or grade.accuracy == 0.0
+        assert len(grade.needles) == len(TRUTH)
+        json.dumps(grade.answered)
 
 
 FRAGMENTS = [*'{}[]":,，：“”0123456789.-eE ', "little_penguin", "小企鹅", "```json", "NaN", "true"]
@@ -204,7 +240,7 @@ FRAGMENTS = [*'{}[]":,，：“”0123456789.-eE ', "little_penguin", "小企鹅
 def test_grade_never_raises_on_json_like_debris(pieces: list[str]) -> None:
     for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
         grade = stars.grade(TRUTH, facts, "".join(pieces))
-        assert grade.accuracy is None or 0.0 <= grade.accuracy <= 100.0
+        assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
         json.dumps(grade.answered, allow_nan=False)
 
 
