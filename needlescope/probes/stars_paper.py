@@ -4,8 +4,10 @@ Star i = 0 … M−1 goes in with k = i × (j // M), j the haystack's length (pi
 spaces in English, characters in Chinese). Chinese: at character ``k + j // M + len(star) × i``
 of the text as it is by then. English: with W the text split on single spaces and w the pieces
 of the star, the text becomes ``" ".join(W[:a]) + star + " ".join(W[a:])`` for
-``a = w × i + k + j // M``. The loop is kept as it is, drift included: each English star adds
-w − 1 pieces, not w, and later Chinese stars can land inside earlier star lines.
+``a = w × i + k + j // M``. The loop is kept as it is, drift included: an English star of w
+pieces adds w − 2 (its first and last join the words beside it), so each lands two words
+later than the one before and the last ones pile up at the end; Chinese stars are placed by
+the current star's length, so a later one can land inside an earlier star line.
 """
 
 from __future__ import annotations

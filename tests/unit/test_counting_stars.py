@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -10,14 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import CountingStarsProbe, SweepConfig, parse_config
+from needlescope.cells import Cell, expand_grid
+from needlescope.config import CountingStarsProbe, SweepConfig, load_config, parse_config
 from needlescope.fillers import Filler, PatternFiller, SyntheticProseFiller
 from needlescope.haystack import fit_to_length, insert_needles
 from needlescope.probes import counting_stars as stars
 from needlescope.probes import probe_module
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context
+from tests.conftest import REPO
 
 PROSE = {"en": SyntheticProseFiller("en", 0), "zh": SyntheticProseFiller("zh", 0)}
 SENTENCE_ENDS = ".?!。？！"
@@ -317,6 +319,47 @@ def test_reasoning_variant_has_its_own_prompts() -> None:
     grid = cells(reasoning=True, languages=["en", "zh"], fillers=["prose-en", "prose-zh"])
     assert {c.prompt_version for c in grid} == {"stars-reasoning-en-v1", "stars-reasoning-zh-v1"}
     assert all(c.prompt_version in stars.TEMPLATES for c in grid)
+
+
+def _ids_digest(cells: list[Cell]) -> str:
+    return hashlib.sha256(" ".join(c.cell_id for c in cells).encode()).hexdigest()
+
+
+ID_GRID = {
+    "name": "ids",
+    "seed": 5,
+    "models": [{"name": "m", "provider": "local"}],
+    "probes": [
+        {
+            "probe": "counting_stars",
+            "stars": 8,
+            "steps": 2,
+            "max_length": 2000,
+            "languages": ["en", "zh"],
+            "orders": ["ordered", "shuffled"],
+            "fillers": ["prose-en", "prose-zh"],
+            "repeats": 2,
+        },
+        {
+            "probe": "counting_stars",
+            "preset": "16-32",
+            "max_length": 64000,
+            "reasoning": True,
+            "languages": ["zh"],
+            "fillers": ["prose-zh", "noise"],
+        },
+    ],
+}
+
+
+def test_cell_ids_of_configs_written_before_prompts_and_counts_are_kept() -> None:
+    # Digests of the cell ids these configs had before `prompts` and `counts` existed.
+    grid = expand_grid(parse_config(ID_GRID))
+    assert len(grid) == 80
+    assert _ids_digest(grid) == "ae27a44b7ef6b5068926e1d1ae6ceb7b474f0ef2c7a50b5600f448e5a24634c9"
+    shipped = expand_grid(load_config(REPO / "configs" / "counting_stars.yaml"))
+    assert [c.cell_id for c in shipped][:2] == ["f374c24745e84c45", "8cfe4c5feb1e038c"]
+    assert _ids_digest(shipped)[:16] == "d1e0a89730d694a7"
 
 
 def test_probe_is_registered_and_follows_the_protocol() -> None:
