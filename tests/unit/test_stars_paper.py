@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import hashlib
 import string
 from pathlib import Path
 from typing import Any
@@ -24,40 +25,23 @@ from needlescope.probes.stars_counts import COUNTS, MISTAKEN
 from needlescope.probes.stars_paper import paper_counts, splice
 from needlescope.probes.stars_templates import TEMPLATES
 from tests.conftest import SHARED
+from tests.support.stars_paper import (
+    ASK_EN,
+    ASK_EN_REASONING,
+    ASK_ZH,
+    ASK_ZH_REASONING,
+    STAR_EN,
+    STAR_EN_REASONING,
+    STAR_ZH,
+    STAR_ZH_REASONING,
+    chinese_haystack,
+    english_haystack,
+    papers_loop,
+)
 
 COUNTS_DIR = SHARED / "data" / "counting-stars"
 ESSAYS = SHARED / "corpora" / "paul_graham_essays"
 STONE = SHARED / "corpora" / "zh" / "the_story_of_the_stone.txt"
-
-# The paper's texts as issue 13 gives them (the reasoning questions spelled out).
-STAR_EN = "\nThe little penguin counted {n} ★\n"
-STAR_ZH = "\n小企鹅数了{n}颗★\n"
-STAR_EN_REASONING = (
-    "\nThe little penguin counted {wrong} ★, but found that a mistake had been made, so the"
-    " counting was done again, and this time {right} ★ was counted correctly.\n"
-)
-STAR_ZH_REASONING = (
-    "\n小企鹅数了{wrong}颗★，但发现数错了，于是又数了一遍，这次数对了，是{right}颗★\n"
-)
-ASK_EN = (
-    "On this moonlit and misty night, the little penguin is looking up at the sky and"
-    " concentrating on counting ★. Please help the little penguin collect the number of ★, for"
-    ' example: {"little_penguin": [x, x, x,...]}. The summation is not required, and the'
-    " numbers in [x, x, x,...] represent the counted number of ★ by the little penguin. Only"
-    " output the results in JSON format without any explanation."
-)
-ASK_ZH = (
-    "在这个月光皎洁、云雾缭绕的夜晚，小企鹅正望向天空，全神贯注地数★。请帮助小企鹅收集所数★的"
-    '颗数，按照如下格式：{"小企鹅":[x,x,x,...]}，不要求和，[x,x,x,...]中数字为小企鹅每次数★的'
-    "颗数，仅以JSON格式输出结果，不需要输出任何解释。"
-)
-ASK_EN_REASONING = ASK_EN.replace(
-    "collect the number of ★", "collect the correct number of ★"
-).replace("represent the counted number", "represent the correctly counted number")
-ASK_ZH_REASONING = ASK_ZH.replace("收集所数★的颗数", "收集所数★的正确颗数").replace(
-    "小企鹅每次数★的颗数", "小企鹅正确数★的颗数"
-)
-
 
 def sweep(probe: dict[str, Any], fillers: dict[str, Any] | None = None) -> SweepConfig:
     return parse_config(
@@ -167,25 +151,6 @@ def test_a_corpus_too_short_for_the_length_is_said_so(tmp_path: Path) -> None:
 # --- the splice -------------------------------------------------------------------------------
 
 
-def papers_loop(context: str, star_texts: list[str], language: str) -> str:
-    """The repository's loop, written out as issue 13 states it."""
-    j = len(context.split(" ")) if language == "en" else len(context)
-    m = len(star_texts)
-    for i, star in enumerate(star_texts):
-        k = i * (j // m)
-        if language == "zh":
-            at = k + j // m + len(star) * i
-            context = context[:at] + star + context[at:]
-        else:
-            words, w = context.split(" "), len(star.split(" "))
-            context = (
-                " ".join(words[: w * i + k + j // m])
-                + star
-                + " ".join(words[j // m + k + w * i :])
-            )
-    return context
-
-
 @settings(max_examples=400, deadline=None)
 @given(
     text=st.text(alphabet="ab \n★", max_size=80),
@@ -254,6 +219,13 @@ async def test_golden_context_and_question(
     assert context.expected == list(COUNTS[:32])
     assert context.prompt_sha256[:16] == sha256
     assert len(context.messages) == 1 and context.messages[0].role == "user"
+    # The rules as the issue states them, written out apart from needlescope, agree.
+    if language == "en":
+        sky, star, ask = english_haystack(path, units), STAR_EN, ASK_EN
+    else:
+        sky, star, ask = chinese_haystack(path, units), STAR_ZH, ASK_ZH
+    spliced = papers_loop(sky, [star.format(n=n) for n in COUNTS[:32]], language)
+    assert hashlib.sha256((spliced + "\n\n\n\n" + ask).encode()).hexdigest()[:16] == sha256
 
 
 # --- the grid and the config ------------------------------------------------------------------
