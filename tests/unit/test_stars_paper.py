@@ -43,6 +43,7 @@ COUNTS_DIR = SHARED / "data" / "counting-stars"
 ESSAYS = SHARED / "corpora" / "paul_graham_essays"
 STONE = SHARED / "corpora" / "zh" / "the_story_of_the_stone.txt"
 
+
 def sweep(probe: dict[str, Any], fillers: dict[str, Any] | None = None) -> SweepConfig:
     return parse_config(
         {
@@ -365,3 +366,28 @@ def test_nominal_lengths_are_estimates_in_the_plan_and_checked_once_built(tmp_pa
     # Longer than the local window by its nominal length, but only the built prompt can say.
     assert fits_context(cells[0], model)
     assert local_slot_size(cells, model) == 8192
+
+
+async def test_a_built_paper_prompt_longer_than_the_window_is_dropped(tmp_path: Path) -> None:
+    from needlescope.flows.runtime import SweepRuntime
+
+    (tmp_path / "a.txt").write_text("word " * 20000, encoding="utf-8")
+    config = sweep(
+        {"prompts": ["stars-en-paper"], "lengths": [1000, 12000], "fillers": ["sky"]},
+        {"sky": {"kind": "corpus", "path": str(tmp_path), "fit": "paper"}},
+    )
+    runtime = SweepRuntime(config)
+    filler = filler_from_spec(config.filler_spec("sky"))
+
+    async def tokens(text: str) -> int:  # about what a tokenizer says of "word word …"
+        return len(text.split())
+
+    short, long = [
+        await build_context(stars, c, filler, "corpus", tokens) for c in expand_grid(config)
+    ]
+    assert await runtime._overflow("m", short) is None
+    too_long = await runtime._overflow("m", long)
+    assert (
+        too_long
+        == f"its prompt is {long.prompt_length} tokens, more than the 8192-token window allows"
+    )
