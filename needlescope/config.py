@@ -289,7 +289,7 @@ class CountingStarsProbe(Frozen):
         return values
 
     @model_validator(mode="after")
-    def _lengths_given(self) -> CountingStarsProbe:
+    def _consistent(self) -> CountingStarsProbe:
         from needlescope.probes.stars_counts import COUNTS
         from needlescope.probes.stars_templates import TEMPLATES
 
