@@ -46,9 +46,10 @@ def context_window(model: ModelConfig) -> int | None:
 
 def fits_context(cell: Cell, model: ModelConfig) -> bool:
     """Token-sized cells longer than the model's window (with room for the answer) are dropped.
-    A cell taken as it is cannot be told before it is built: the model's reply will say."""
+    A cell taken as it is, or with a nominal length (the paper's haystack), cannot be told
+    before it is built: its built prompt is checked then (``SweepRuntime._overflow``)."""
     window = context_window(model)
-    if window is None or cell.length_unit != "tokens" or cell.as_is:
+    if window is None or cell.length_unit != "tokens" or cell.as_is or cell.nominal:
         return True
     budget = probe_module(cell.probe).answer_budget(cell, model.generation.answer_tokens)
     return cell.length + budget_overhead(cell) + budget + CONTEXT_MARGIN <= window
@@ -56,7 +57,7 @@ def fits_context(cell: Cell, model: ModelConfig) -> bool:
 
 def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
     window = context_window(model) or DEFAULT_LOCAL_CONTEXT
-    token_cells = [c for c in cells if c.length_unit == "tokens" and not c.as_is]
+    token_cells = [c for c in cells if c.length_unit == "tokens" and not (c.as_is or c.nominal)]
     if len(token_cells) != len(cells) or not cells:
         return window
     need = max(
@@ -233,9 +234,11 @@ class SweepRuntime:
         return built
 
     async def _overflow(self, model: str, context: Context) -> str | None:
-        """Why a self-sized prompt (goto's n lines) cannot fit the model's window, if it can't."""
+        """Why a self-sized prompt (goto's n lines, the paper's haystack for a nominal length)
+        cannot fit the model's window, if it can't."""
         window = context_window(self.config.model(model))
-        if window is None or context.cell.length_unit != "lines":
+        cell = context.cell
+        if window is None or (cell.length_unit != "lines" and not cell.nominal):
             return None  # token lengths were checked before building (fits_context)
         tokens = await self.planned_tokens(model, context)
         if tokens is None or tokens + context.max_tokens + CONTEXT_MARGIN <= window:

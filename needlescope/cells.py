@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from needlescope.config import FillerSpec, ModelConfig, ProbeConfig, SweepConfig
-from needlescope.fillers import filler_from_spec
+from needlescope.fillers import PAPER_KIND, filler_from_spec
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
 ID_VERSION = 1
@@ -69,6 +69,13 @@ class Cell:
     def as_is(self) -> bool:
         """Length 0: the haystack is a corpus file as it is; its measured length is stored."""
         return self.length == AS_IS
+
+    @property
+    def nominal(self) -> bool:
+        """The haystack is the Counting-Stars paper's for a nominal length (a corpus with
+        ``fit: paper``): built to it, not fitted; the prompt's real length is measured."""
+        described = json.loads(self.filler_spec)
+        return isinstance(described, dict) and described.get("kind") == PAPER_KIND
 
     @property
     def context_id(self) -> str:

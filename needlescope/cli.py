@@ -20,6 +20,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Measure how well LLMs recall needles spread through long contexts.",
+    # Help texts are plain text: with rich markup, "[counts…]" would vanish as a tag.
+    rich_markup_mode=None,
 )
 console = Console(stderr=True)
 

@@ -141,22 +141,29 @@ class FillerSpec(Frozen):
     scrub_digits: bool = True
     # "none": a corpus used as it is, as the recall seed used a novel: each .txt file (or the
     # one file ``path`` names) is a whole haystack, not fitted to a length, digits kept.
-    fit: Literal["auto", "none"] = "auto"
+    # "paper": built as the Counting-Stars repository builds its haystack (in ``language``),
+    # its length the repository's nominal one (fillers.PaperCorpusFiller), digits kept.
+    fit: Literal["auto", "none", "paper"] = "auto"
 
     @model_validator(mode="after")
     def _corpus_needs_path(self) -> FillerSpec:
         if self.kind == "corpus" and self.path is None:
             raise ValueError("a corpus filler needs path (a directory of .txt files)")
-        if self.fit == "none":
+        if self.fit != "auto":
+            what = "a file used as it is" if self.fit == "none" else "the paper's haystack"
             if self.kind != "corpus":
-                raise ValueError("fit: none is for corpus fillers (a file used as it is)")
+                raise ValueError(f"fit: {self.fit} is for corpus fillers ({what})")
             if "scrub_digits" in self.model_fields_set and self.scrub_digits:
-                raise ValueError("fit: none keeps the file as it is: scrub_digits cannot be true")
+                raise ValueError(f"fit: {self.fit} keeps the digits: scrub_digits cannot be true")
         return self
 
     @property
     def as_is(self) -> bool:
         return self.fit == "none"
+
+    @property
+    def paper(self) -> bool:
+        return self.fit == "paper"
 
 
 class RecallProbe(Frozen):
@@ -263,16 +270,64 @@ class CountingStarsProbe(Frozen):
     orders: list[Literal["ordered", "shuffled"]] = Field(default=["shuffled"], min_length=1)
     fillers: list[str] = Field(default=["prose-en"], min_length=1)
     reasoning: bool = False  # the repository's variant: a mistaken and a correct count per star
+    # Templates, each with its language and variant; default: needlescope's own for every
+    # language in `languages` (stars-en-v1, stars-reasoning-zh-v1, …).
+    prompts: list[str] | None = Field(default=None, min_length=1)
+    # random: drawn per cell (`orders` applies); paper: the repository's fixed list, first M.
+    counts: Literal["random", "paper"] = "random"
     repeats: PositiveInt = 1
 
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompts(cls, values: list[str] | None) -> list[str] | None:
+        from needlescope.probes.stars_templates import TEMPLATES
+
+        for value in values or []:
+            if value not in TEMPLATES:
+                known = ", ".join(TEMPLATES)
+                raise ValueError(f"unknown prompt template {value!r}; known: {known}")
+        return values
+
     @model_validator(mode="after")
-    def _lengths_given(self) -> CountingStarsProbe:
+    def _consistent(self) -> CountingStarsProbe:
+        from needlescope.probes.stars_counts import COUNTS
+        from needlescope.probes.stars_templates import TEMPLATES
+
         if self.lengths is None and self.max_length is None:
             raise ValueError("give max_length (with a preset or steps) or explicit lengths")
+        given = self.model_fields_set
+        for name in self.prompts or []:
+            template = TEMPLATES[name]
+            if "languages" in given and template.language not in self.languages:
+                raise ValueError(
+                    f"prompts: {name} is a {template.language} template, but languages is"
+                    f" {self.languages} (leave languages out: the prompts give them)"
+                )
+            if "reasoning" in given and template.reasoning != self.reasoning:
+                raise ValueError(
+                    f"prompts: {name} is {'' if template.reasoning else 'not '}the reasoning"
+                    f" variant, but reasoning is {str(self.reasoning).lower()}"
+                )
+        if self.counts == "paper":
+            if "orders" in given:
+                raise ValueError(
+                    "orders: the paper's counts (counts: paper) come in the paper's order;"
+                    " leave orders out"
+                )
+            if self.star_count() > len(COUNTS):
+                raise ValueError(f"stars: the paper's counts hold {len(COUNTS)} stars at most")
         return self
 
     def star_count(self) -> int:
         return self.stars or (STAR_PRESETS[self.preset][0] if self.preset else 32)
+
+    def templates(self) -> list[str]:
+        """The templates of the grid, in order: `prompts`, else one per language."""
+        from needlescope.probes.stars_templates import template_version
+
+        if self.prompts is not None:
+            return list(self.prompts)
+        return [template_version(language, self.reasoning) for language in self.languages]
 
     def length_grid(self) -> list[int]:
         if self.lengths is not None:
@@ -549,6 +604,13 @@ class SweepConfig(Frozen):
                         f"probes.{index}.fillers: {as_is[0]!r} is used as it is (fit: none),"
                         f" which only the recall probe supports"
                     )
+            if not isinstance(probe, CountingStarsProbe):
+                paper = [f for f in getattr(probe, "fillers", []) if self.filler_spec(f).paper]
+                if paper:
+                    raise ValueError(
+                        f"probes.{index}.fillers: {paper[0]!r} is the Counting-Stars paper's"
+                        f" haystack (fit: paper), which only the counting_stars probe supports"
+                    )
         for index, probe in enumerate(self.probes):
             for role in ("judge", "embedder"):
                 name = getattr(probe, role, None)
@@ -636,7 +698,7 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
         for name, spec in config.fillers.items()
     }
     for name, spec in fillers.items():
-        if spec.as_is and spec.path is not None:
+        if (spec.as_is or spec.paper) and spec.path is not None:
             if not spec.path.exists():
                 raise ConfigError(f"{source}: fillers.{name}.path: not found: {spec.path}")
             from needlescope.fillers import as_is_files

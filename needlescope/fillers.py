@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import string
 from collections.abc import Callable
 from pathlib import Path
 from random import Random
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from needlescope import prose
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 Language = Literal["en", "zh"]
 FILLER_KINDS = ("pattern", "noise", "prose", "corpus")
+PAPER_KIND = "corpus-paper"  # a corpus built as the Counting-Stars repository builds it
 
 # Bumped whenever a generator's output changes, so cell ids built from describe() change too.
 NOISE_VERSION = 1
@@ -228,6 +230,70 @@ class WholeFileFiller:
         return {"kind": "corpus-file", "file": self.path.name, "sha256": digest}
 
 
+class PaperCorpusFiller:
+    """A corpus built into a haystack as the Counting-Stars repository builds it (``fit: paper``).
+
+    English: the .txt files in name order, each with its newlines made spaces, concatenated and
+    split on single spaces; ``text(n)`` is the first n pieces joined by single spaces. Chinese:
+    every line stripped, ``------------`` made a space, then spaces, ASCII punctuation and Latin
+    letters removed; ``text(n)`` is the first n characters. Digits are kept. ``n`` counts
+    pieces or characters, and a cell of nominal length i takes ``units(i)`` of them.
+    """
+
+    # The repository's length ratios: a length of i holds int(i × ratio) pieces or characters.
+    RATIOS: ClassVar[dict[str, float]] = {"en": 0.8, "zh": 0.7}
+    _DROPPED = str.maketrans("", "", " " + string.punctuation + string.ascii_letters)
+
+    def __init__(self, path: Path | str, language: Language = "en") -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise ValueError(f"corpus not found: {self.path}")
+        self.files = as_is_files(self.path)
+        if not self.files:
+            raise ValueError(f"corpus directory has no .txt files: {self.path}")
+        self.language = language
+        self.name = f"paper-{self.path.stem}"
+        # Read as Python reads a text file (universal newlines), as the repository did.
+        docs = [p.read_text(encoding="utf-8") for p in self.files]
+        if language == "en":
+            self._pieces = "".join(d.replace("\n", " ") for d in docs).split(" ")
+            self._text = ""
+        else:
+            lines = (line for d in docs for line in d.split("\n"))
+            joined = "".join(line.strip().replace("------------", " ") for line in lines)
+            self._text = joined.translate(self._DROPPED)
+            self._pieces = []
+
+    @property
+    def unit(self) -> str:
+        return "pieces" if self.language == "en" else "characters"
+
+    @property
+    def size(self) -> int:
+        """How many pieces (English) or characters (Chinese) the corpus holds."""
+        return len(self._pieces) if self.language == "en" else len(self._text)
+
+    def units(self, length: int) -> int:
+        """The pieces or characters of a cell of nominal length ``length`` (the repository's
+        context lengths i = max/N, …, max)."""
+        return int(length * self.RATIOS[self.language])
+
+    def text(self, n_chars: int) -> str:
+        _check_length(n_chars)
+        if self.language == "en":
+            return " ".join(self._pieces[:n_chars])
+        return self._text[:n_chars]
+
+    def describe(self) -> dict[str, Any]:
+        built = " ".join(self._pieces) if self.language == "en" else self._text
+        return {
+            "kind": PAPER_KIND,
+            "language": self.language,
+            "files": [p.name for p in self.files],
+            "sha256": hashlib.sha256(built.encode()).hexdigest()[:16],
+        }
+
+
 def as_is_files(path: Path) -> list[Path]:
     """The haystacks of a corpus used as it is: the file itself, or a folder's .txt files."""
     if path.is_file():
@@ -262,6 +328,8 @@ def filler_from_spec(spec: FillerSpec) -> Filler:
     if spec.kind == "prose":
         return SyntheticProseFiller(spec.language, spec.seed)
     assert spec.path is not None  # the config validates this
+    if spec.fit == "paper":
+        return PaperCorpusFiller(spec.path, spec.language)
     if spec.fit == "none":
         if not spec.path.is_file():
             raise ValueError(f"a corpus used as it is is read one file at a time: {spec.path}")

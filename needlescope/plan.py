@@ -46,7 +46,8 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
             row.exact = False
         else:
             row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
-            row.exact &= cell.length_unit == "tokens"
+            # The paper's haystack is built to a nominal length, not fitted to it.
+            row.exact &= cell.length_unit == "tokens" and not cell.nominal
         row.answer_tokens += probe_module(cell.probe).answer_budget(
             cell, model.generation.answer_tokens
         )

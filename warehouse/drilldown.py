@@ -44,7 +44,7 @@ import polars as pl
 
 from needlescope.cells import Cell, canonical_json, filler_identity
 from needlescope.config import FillerSpec, SweepConfig
-from needlescope.fillers import Filler, filler_from_spec
+from needlescope.fillers import PAPER_KIND, Filler, filler_from_spec
 from needlescope.probes import cases as cases_probe
 from needlescope.probes import probe_module
 from needlescope.probes.base import prompt_sha256
@@ -361,6 +361,9 @@ def _spec_from_identity(identity: str) -> FillerSpec:
         raise ContextUnavailable(
             f"the corpus folder {described.get('directory')!r} is not in the run's config"
         )
+    elif kind == PAPER_KIND:
+        files = ", ".join(described.get("files") or [])
+        raise ContextUnavailable(f"the corpus of {files} is not in the run's config")
     else:
         raise ContextUnavailable(f"filler {kind!r} cannot be rebuilt")
     if canonical_json(filler_from_spec(spec).describe()) != identity:
@@ -974,7 +977,9 @@ SCRIPT = r"""
       answer.error_kind ? 'error: ' + answer.error_kind
         : answer.parse_ok === null || (answer.parse_ok && answer.accuracy === null)
           ? 'not counted (an empty reply, or keys the seed could not order)'
-          : (answer.parse_ok ? chart.accuracy + ' ' + fmt(answer.accuracy) : 'no parseable JSON'),
+          : answer.parse_ok ? chart.accuracy + ' ' + fmt(answer.accuracy)
+          : answer.accuracy === null ? 'no parseable JSON'
+          : chart.accuracy + ' ' + fmt(answer.accuracy) + ', nothing read',
       'parse_ok ' + (answer.parse_ok === null ? '–' : answer.parse_ok),
     ];
     if (answer.judge) grade.push('judge ' + (answer.judge[0] ?? '–') + '/10');

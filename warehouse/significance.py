@@ -32,7 +32,13 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from needlescope.warehouse.stats import AXES, UNSTABLE_RANGE, UNSTABLE_VARIABLE, summary_sql
+from needlescope.warehouse.stats import (
+    AXES,
+    COUNTED,
+    UNSTABLE_RANGE,
+    UNSTABLE_VARIABLE,
+    summary_sql,
+)
 
 Z95 = 1.959964
 DEFAULT_RESAMPLES = 2000
@@ -222,8 +228,9 @@ def accuracy_table(
 
     One row per group of the ``results`` of ``probe`` (of ``epoch``, else of every epoch):
 
-    * ``answers`` (no request error), ``errors``, ``graded`` (parsed answers);
-    * ``mean_accuracy`` (0-100, parsed answers only) with its 95% interval ``accuracy_lo`` /
+    * ``answers`` (no request error), ``errors``, ``graded`` (answers with an accuracy:
+      parsed ones, and the parse failures a probe scores, as counting_stars scores them 0);
+    * ``mean_accuracy`` (0-100, graded answers only) with its 95% interval ``accuracy_lo`` /
       ``accuracy_hi`` and ``interval_method`` ("bootstrap", "normal" above
       :data:`BOOTSTRAP_MAX_N` answers, null without parsed answers);
     * ``needles`` and ``needles_correct`` (outcome 'correct') of the parsed answers' needle
@@ -240,7 +247,7 @@ def accuracy_table(
     )
     source, params = _filtered_results(probe, epoch, _quoted(needed))
     cols = _quoted(axes)
-    parsed = "error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL"
+    parsed = COUNTED
     frame = con.sql(
         f"""
         WITH r AS MATERIALIZED (SELECT * FROM {source}),
@@ -330,7 +337,7 @@ def with_intervals(
         f"""
         WITH p AS (
             SELECT {cols}, accuracy, count(*) OVER (PARTITION BY {cols}) AS n
-            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
+            FROM {source} WHERE {COUNTED}
         )
         SELECT {cols}, count(*) AS n, avg(accuracy) AS mean, stddev_samp(accuracy) AS sd,
                list(accuracy) FILTER (WHERE n <= {BOOTSTRAP_MAX_N}) AS accuracies
@@ -538,8 +545,7 @@ def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[str, dict[st
                CASE WHEN x.present IS NULL THEN 'only_b'
                     WHEN y.present IS NULL THEN 'only_a'
                     WHEN x.error_kind IS NOT NULL OR y.error_kind IS NOT NULL THEN 'error'
-                    WHEN coalesce(x.parse_ok AND y.parse_ok, false)
-                         AND x.accuracy IS NOT NULL AND y.accuracy IS NOT NULL THEN 'paired'
+                    WHEN x.accuracy IS NOT NULL AND y.accuracy IS NOT NULL THEN 'paired'
                     ELSE 'parse_failure' END AS status
         FROM side_a x FULL OUTER JOIN side_b y ON x.pair_key = y.pair_key
     )"""
@@ -849,7 +855,7 @@ def unstable_cells(
         WITH s AS ({summary_sql(AXES, source)}),
         acc AS (
             SELECT {cols}, list(accuracy ORDER BY epoch, "repeat", accuracy) AS accuracies
-            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
+            FROM {source} WHERE {COUNTED}
             GROUP BY {cols}
         )
         SELECT {_quoted(AXES, "s.")}, s.epochs, s.repeats, s.graded, s.min_accuracy,

@@ -1,8 +1,10 @@
 """Error statistics as tidy Polars frames, read from the views (never from file paths).
 
 Every summary is one SQL definition, :func:`summary_sql`, grouped by whichever axes a table
-or chart needs. Parse failures count as answers but are excluded from the accuracy figures
-(the seed's rule); failed requests (``error_kind`` set) are counted apart as ``errors``.
+or chart needs. The accuracy figures are over the answers that have an accuracy
+(:data:`COUNTED`): a recall parse failure counts as an answer but has none (the seed's rule),
+while a counting_stars reply with no list scores 0 (needlescope's rule); failed requests
+(``error_kind`` set) are counted apart as ``errors``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ AXES: tuple[str, ...] = (
 )
 # A cell config within a probe's section: every grid axis but the probe and the repeat.
 CONFIG_AXES: tuple[str, ...] = AXES[1:]
+# The answers an accuracy mean is taken over: graded ones, parse failures a probe scores
+# (counting_stars: 0) included, those it leaves without an accuracy (recall's) not.
+COUNTED = "error_kind IS NULL AND accuracy IS NOT NULL"
 UNSTABLE_RANGE = 30.0
 UNSTABLE_VARIABLE = "recall_unstable_range"
 
@@ -60,7 +65,7 @@ def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     variable ``recall_unstable_range`` (default 30 points).
     """
     cols = _quoted(axes)
-    parsed = "error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL"
+    parsed = COUNTED
     return f"""
 WITH per_group AS (
     SELECT {cols},

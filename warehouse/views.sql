@@ -49,7 +49,12 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        c.region, c.prompt_version, c.seed, c.length, c.length_unit, c.haystack_length,
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,
-       a.response_kept, a.parse_ok, a.parse_error, a.accuracy, a.edit_distance, a.correct,
+       a.response_kept, a.parse_ok, a.parse_error,
+       -- counting_stars scores a reply with no list 0 (every star missed); its answers graded
+       -- before that rule (issue 13) were stored without an accuracy
+       CASE WHEN a.probe = 'counting_stars' AND a.error_kind IS NULL AND NOT a.parse_ok
+            THEN coalesce(a.accuracy, 0.0) ELSE a.accuracy END AS accuracy,
+       a.edit_distance, a.correct,
        a.missing, a.extra, a.wrong, a.uncounted, a.latency_s, a.error_kind, a.error, a.attempts,
        a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
        a.detail, a.truncated, a.cost_usd, c.length_basis, c.length_budget, c.prompt_bytes,
@@ -65,20 +70,22 @@ CREATE OR REPLACE VIEW failed_cells AS
 SELECT * FROM results WHERE error_kind IS NOT NULL;
 
 -- Average accuracy by length and needle count: the seed's summary, with its counts.
--- Parse failures count as answers but are excluded from the accuracy figures (the seed's rule);
--- an empty reply (parse_ok NULL) is neither, and an answer the seed's analysis could not order
--- (accuracy NULL, `uncounted` says why) is an answer but not graded.
+-- The accuracy figures are over the answers that have an accuracy (`graded`). A recall parse
+-- failure has none (the seed's rule: counted as an answer, excluded from the mean); a
+-- counting_stars reply with no list scores 0 and stays in the mean (needlescope's rule). An
+-- empty recall reply (parse_ok NULL) is neither, and an answer the seed's analysis could not
+-- order (accuracy NULL, `uncounted` says why) is an answer but not graded.
 CREATE OR REPLACE VIEW accuracy_by_length AS
 SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
        count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
        count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-       count(*) FILTER (WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL) AS graded,
+       count(*) FILTER (WHERE error_kind IS NULL AND accuracy IS NOT NULL) AS graded,
        count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-       avg(accuracy) FILTER (WHERE parse_ok) AS mean_accuracy,
-       median(accuracy) FILTER (WHERE parse_ok) AS median_accuracy,
-       min(accuracy) FILTER (WHERE parse_ok) AS min_accuracy,
-       max(accuracy) FILTER (WHERE parse_ok) AS max_accuracy,
-       stddev_samp(accuracy) FILTER (WHERE parse_ok) AS sd_accuracy,
+       avg(accuracy) FILTER (WHERE error_kind IS NULL) AS mean_accuracy,
+       median(accuracy) FILTER (WHERE error_kind IS NULL) AS median_accuracy,
+       min(accuracy) FILTER (WHERE error_kind IS NULL) AS min_accuracy,
+       max(accuracy) FILTER (WHERE error_kind IS NULL) AS max_accuracy,
+       stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL) AS sd_accuracy,
        avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s
 FROM results
 GROUP BY ALL;

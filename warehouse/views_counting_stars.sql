@@ -1,22 +1,26 @@
 -- Counting-Stars views, over the shared views of views.sql (loaded before this file).
 -- The probe's own axes (language, order of the counts, reasoning variant) live in the cell's
--- probe_params JSON; needle_count is M, the number of star sentences.
+-- probe_params JSON; needle_count is M, the number of star sentences. The paper's fixed counts
+-- (counts: paper) have no order of their own: their "order" is 'paper'.
 
 -- One row per graded or failed counting_stars cell, with the probe's axes as columns.
 CREATE OR REPLACE VIEW stars_results AS
 SELECT r.*,
        json_extract_string(c.probe_params, '$.language') AS language,
-       json_extract_string(c.probe_params, '$.order') AS "order",
+       coalesce(json_extract_string(c.probe_params, '$.order'),
+                json_extract_string(c.probe_params, '$.counts')) AS "order",
        coalesce(CAST(json_extract(c.probe_params, '$.reasoning') AS BOOLEAN), false) AS reasoning
 FROM results r JOIN cells c USING (cell_id)
 WHERE r.probe = 'counting_stars';
 
--- One row per star of every parsed answer. score is the star's share of the accuracy:
--- 1 found, 0 missing; the reasoning variant also 0.5 (both counts) and 0.25 (the mistaken one).
+-- One row per star of every answer (a reply with no list: every star missing; parse failures
+-- graded before issue 13 have none). score is the star's share of the accuracy: 1 found,
+-- 0 missing; the reasoning variant also 0.5 (both counts) and 0.25 (the mistaken one).
 CREATE OR REPLACE VIEW stars_outcomes AS
 SELECT o.*,
        json_extract_string(c.probe_params, '$.language') AS language,
-       json_extract_string(c.probe_params, '$.order') AS "order",
+       coalesce(json_extract_string(c.probe_params, '$.order'),
+                json_extract_string(c.probe_params, '$.counts')) AS "order",
        coalesce(CAST(json_extract(c.probe_params, '$.reasoning') AS BOOLEAN), false) AS reasoning,
        CAST(CASE o.outcome
            WHEN 'correct' THEN 1 WHEN 'partial' THEN 0.5 WHEN 'mistaken' THEN 0.25 ELSE 0
@@ -24,8 +28,8 @@ SELECT o.*,
 FROM needle_outcomes o JOIN cells c USING (cell_id)
 WHERE o.probe = 'counting_stars';
 
--- The paper's heatmap: for each star (in context order) and length, the share of parsed
--- answers that found its count.
+-- The paper's heatmap: for each star (in context order) and length, the share of the answers
+-- that found its count.
 CREATE OR REPLACE VIEW stars_by_index AS
 SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning, filler,
        prompt_version, needle_index,
@@ -36,24 +40,27 @@ SELECT model, length, length_unit, needle_count AS stars, language, "order", rea
 FROM stars_outcomes
 GROUP BY ALL;
 
--- Accuracy by length. Parse failures are counted but left out of mean_accuracy (as for recall);
--- mean_accuracy_failures_as_zero scores them 0 instead. Over the lengths of each variant,
--- mean_over_lengths averages the per-length means and length_weighted_accuracy weights each
--- length's mean by the length itself (the paper's weighted score).
+-- Accuracy by length. A reply with no list scores 0 and stays in mean_accuracy (needlescope's
+-- rule: every star missed); it is also counted as a parse failure, and mean_accuracy_parsed
+-- leaves parse failures out. Over the lengths of each variant, mean_over_lengths averages the
+-- per-length means and length_weighted_accuracy weights each length's mean by the length
+-- itself (the paper's weighted score).
 CREATE OR REPLACE VIEW stars_accuracy_by_length AS
 WITH by_length AS (
     SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning,
            filler, prompt_version,
            count(*) FILTER (WHERE error_kind IS NULL) AS answers,
            count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-           count(*) FILTER (WHERE error_kind IS NULL AND parse_ok) AS graded,
+           count(*) FILTER (WHERE error_kind IS NULL AND accuracy IS NOT NULL) AS graded,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-           avg(accuracy) FILTER (WHERE parse_ok) AS mean_accuracy,
-           avg(CASE WHEN parse_ok THEN accuracy ELSE CAST(0 AS DOUBLE) END)
-               FILTER (WHERE error_kind IS NULL) AS mean_accuracy_failures_as_zero,
-           stddev_samp(accuracy) FILTER (WHERE parse_ok) AS sd_accuracy,
-           avg(CAST(correct AS DOUBLE)) FILTER (WHERE parse_ok) AS mean_stars_found,
-           avg(CAST(extra AS DOUBLE)) FILTER (WHERE parse_ok) AS mean_out_of_truth
+           avg(accuracy) FILTER (WHERE error_kind IS NULL) AS mean_accuracy,
+           avg(accuracy) FILTER (WHERE error_kind IS NULL AND parse_ok) AS mean_accuracy_parsed,
+           stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL) AS sd_accuracy,
+           -- a parse failure graded before issue 13 has no figures: it found no star
+           avg(CAST(coalesce(correct, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL)
+               AS mean_stars_found,
+           avg(CAST(coalesce(extra, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL)
+               AS mean_out_of_truth
     FROM stars_results
     GROUP BY ALL
 )

@@ -7,7 +7,7 @@ from types import ModuleType
 
 from needlescope.cells import Cell
 from needlescope.errors import LengthError
-from needlescope.fillers import Filler, WholeFileFiller
+from needlescope.fillers import Filler, PaperCorpusFiller, WholeFileFiller
 from needlescope.haystack import fit_to_length
 from needlescope.probes.base import Context, Rendered
 from needlescope.providers.base import Message
@@ -55,10 +55,20 @@ async def build_context(
     (``length_budget: prompt``), the haystack alone before its needles go in (``haystack``,
     measured by ``measure_haystack``), or U-NIAH's haystack and needles in cl100k tokens
     (``seed``, the probe's ``seed_filler_chars``); a cell of length 0 takes its filler as it
-    is. ``prompt_length`` is always the whole prompt's measured length."""
+    is, and the Counting-Stars paper's haystack (``fit: paper``) takes the pieces or characters
+    the paper gives the cell's nominal length. ``prompt_length`` is always the whole prompt's
+    measured length."""
     measured = _Measured(probe, cell, filler, filler_kind, measure, measure_messages, max_tokens)
     if not probe.FITS_FILLER:
         return await measured(0)
+    if isinstance(filler, PaperCorpusFiller):  # the paper's haystack for a nominal length
+        units = filler.units(cell.length)
+        if units > filler.size:
+            raise LengthError(
+                f"{filler.name} holds {filler.size:,} {filler.unit}; a length of"
+                f" {cell.length:,} needs {units:,}"
+            )
+        return await measured(units)
     if cell.as_is:
         if not isinstance(filler, WholeFileFiller):
             raise LengthError(f"a cell of length 0 needs a corpus used as it is, not {filler.name}")

@@ -1,11 +1,17 @@
 """The counting_stars probe, Counting-Stars-(M-N): M star sentences cut the haystack into M
 equal parts; the model lists every count as ``{"little_penguin": [...]}``.
 
+Templates (probes/stars_templates.py) are needlescope's own, whose stars close the M parts at
+sentence ends, or the paper's, spliced in by the repository's own loop (probes/stars_paper.py).
+Counts are drawn per cell, or the repository's fixed list (``counts: paper``).
+
 Scoring follows the paper's code: the answered list is truncated to M and deduplicated, then each
 true count scores 1 when it is anywhere in what is left (membership, not position). In the
 reasoning variant each star also carries a mistaken count that was corrected; a star scores 1 for
 the corrected count alone, 0.5 for both counts, 0.25 for the mistaken count alone, else 0.
-Accuracy is the mean score × 100.
+Accuracy is the mean score × 100. Reading the answer is needlescope's own rule (the paper's
+notebook raises on anything but the object): a bare JSON list is the list, and a reply with no
+list scores 0, every star missed, flagged as a parse failure but kept in the mean.
 """
 
 from __future__ import annotations
@@ -15,7 +21,6 @@ import math
 import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import json_repair
@@ -25,6 +30,8 @@ from needlescope.config import CountingStarsProbe, SweepConfig
 from needlescope.fillers import Filler
 from needlescope.haystack import insert_needles
 from needlescope.probes.base import Grade, NeedleResult, Rendered
+from needlescope.probes.stars_paper import paper_counts, splice
+from needlescope.probes.stars_templates import TEMPLATES
 
 NAME = "counting_stars"
 FITS_FILLER = True
@@ -34,59 +41,21 @@ COUNT_STEP = 4  # star i counts a number drawn from [4i + 1, 4i + 4], as in the 
 # (corrected count answered, mistaken count answered) -> score, the repository's reasoning rule.
 REASONING_SCORES = {(True, False): 1.0, (True, True): 0.5, (False, True): 0.25, (False, False): 0.0}
 OUTCOMES = {1.0: "correct", 0.5: "partial", 0.25: "mistaken", 0.0: "missing"}
-NO_LIST = 'no {"little_penguin": [...]} list in the answer'
-
-
-@dataclass(frozen=True)
-class StarsTemplate:
-    star: str  # formatted with {count}, and {wrong} in the reasoning variant
-    question: str  # follows the haystack after a blank line
-
-
-_STAR_EN = "Gazing upward, the little penguin counted {count} ★."
-_STAR_EN_REASONING = (
-    "Gazing upward, the little penguin counted {wrong} ★, then realised it had slipped, counted "
-    "once more, and this time got it right: {count} ★."
-)
-_ASK_EN = (
-    "All night long the little penguin has been gazing at the sky and counting ★; every count is "
-    "written somewhere in the text above. Help the little penguin gather how many ★ it counted "
-    "each time. {which}Do not add the numbers up: give one number per count, as JSON only, in "
-    'exactly this form: {{"little_penguin": [x, x, x, ...]}}. Write no explanation.'
-)
-_STAR_ZH = "小企鹅抬头望向夜空，这一次数到了{count}颗★。"
-_STAR_ZH_REASONING = (
-    "小企鹅抬头望向夜空，先数到了{wrong}颗★，后来发现数错了，"
-    "又仔细重数了一遍，这次数对了，是{count}颗★。"
-)
-_ASK_ZH = (
-    "整个夜晚，小企鹅都在仰望星空、一遍又一遍地数★，每一次数的结果都写在上面的文字里。"
-    "请帮小企鹅把每次数到的★的颗数收集起来。{which}不要把它们加起来，每次数的结果对应一个数字，"
-    '只输出 JSON，格式如下：{{"小企鹅": [x, x, x, ...]}}。不要写任何解释。'
-)
-_WHICH_EN = (
-    "Some counts were wrong and were done again; for those, keep only the corrected number. "
-)
-_WHICH_ZH = "有几次小企鹅数错了又重数，这时只保留重数后正确的颗数。"
-
-TEMPLATES: dict[str, StarsTemplate] = {
-    "stars-en-v1": StarsTemplate(_STAR_EN, _ASK_EN.format(which="")),
-    "stars-zh-v1": StarsTemplate(_STAR_ZH, _ASK_ZH.format(which="")),
-    "stars-reasoning-en-v1": StarsTemplate(_STAR_EN_REASONING, _ASK_EN.format(which=_WHICH_EN)),
-    "stars-reasoning-zh-v1": StarsTemplate(_STAR_ZH_REASONING, _ASK_ZH.format(which=_WHICH_ZH)),
-}
-
-
-def template_version(language: str, reasoning: bool) -> str:
-    return f"stars-{'reasoning-' if reasoning else ''}{language}-v1"
+NO_LIST = 'no {"little_penguin": [...]} object and no bare list in the answer'
 
 
 def expand(config: SweepConfig, probe: CountingStarsProbe) -> Iterator[Cell]:
-    stars, reasoning = probe.star_count(), probe.reasoning
-    grid = (config.tested_models(), probe.length_grid(), probe.languages, probe.orders)
-    for model, length, language, order in itertools.product(*grid):
+    stars = probe.star_count()
+    # The paper's counts have their own order: `orders` does not apply to them.
+    orders: list[str | None] = [None] if probe.counts == "paper" else list(probe.orders)
+    grid = (config.tested_models(), probe.length_grid(), probe.templates(), orders)
+    for model, length, prompt, order in itertools.product(*grid):
+        template = TEMPLATES[prompt]
+        language, reasoning = template.language, template.reasoning
         params = canonical_json(
             {"stars": stars, "order": order, "language": language, "reasoning": reasoning}
+            if order is not None
+            else {"stars": stars, "counts": "paper", "language": language, "reasoning": reasoning}
         )
         fillers = fillers_for(config, probe.fillers, language)
         for filler, repeat in itertools.product(fillers, range(probe.repeats)):
@@ -98,7 +67,7 @@ def expand(config: SweepConfig, probe: CountingStarsProbe) -> Iterator[Cell]:
                 filler_spec=filler_identity(config.filler_spec(filler)),
                 placement="even",
                 region="whole",
-                prompt_version=template_version(language, reasoning),
+                prompt_version=prompt,
                 length=length,
                 length_unit=probe.length_unit,
                 needle_count=stars,
@@ -108,19 +77,27 @@ def expand(config: SweepConfig, probe: CountingStarsProbe) -> Iterator[Cell]:
 
 
 def fillers_for(config: SweepConfig, fillers: Sequence[str], language: str) -> list[str]:
-    """The fillers a language's cells use: prose of the other language is left out (listing
-    prose-en and prose-zh pairs each with its language), unless nothing would be left."""
+    """The fillers a language's cells use: prose, or a paper haystack, of the other language is
+    left out (listing prose-en and prose-zh pairs each with its language), unless nothing would
+    be left."""
     kept = [
         name
         for name in fillers
-        if not ((spec := config.filler_spec(name)).kind == "prose" and spec.language != language)
+        if not (
+            ((spec := config.filler_spec(name)).kind == "prose" or spec.paper)
+            and spec.language != language
+        )
     ]
     return kept or list(fillers)
 
 
 def draw_stars(cell: Cell) -> tuple[list[int], list[int]]:
-    """Counts in context order: increasing with irregular gaps (ordered) or shuffled; and for the
-    reasoning variant the mistaken first count of each star (else an empty list)."""
+    """Counts in context order: increasing with irregular gaps (ordered) or shuffled, or the
+    paper's; and for the reasoning variant the mistaken first count of each star (else [])."""
+    params = cell.params()
+    if params.get("counts") == "paper":
+        counts, mistaken = paper_counts(cell.needle_count)
+        return counts, mistaken if params.get("reasoning") else []
     rng = random.Random(cell.rng_seed)
     counts = [
         rng.randint(COUNT_STEP * i + 1, COUNT_STEP * (i + 1)) for i in range(cell.needle_count)
@@ -145,15 +122,40 @@ def _mistakes(counts: Sequence[int], rng: random.Random) -> list[int]:
 
 
 def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
-    """The haystack cut into M equal parts with a star sentence closing each part."""
+    """The haystack with its M star sentences, then the question."""
     counts, mistaken = draw_stars(cell)
     template = TEMPLATES[cell.prompt_version]
     sentences = [
         template.star.format(count=count, wrong=wrong)
         for count, wrong in zip(counts, mistaken or counts, strict=True)
     ]
-    m = len(sentences)
     text = filler.text(filler_chars)
+    if template.splice == "paper":
+        haystack, offsets = splice(text, sentences, template.language)
+        # The loop's drift moves stars off the part boundaries: say where they really are.
+        fractions = [o / len(haystack) for o in offsets]
+    else:
+        haystack, offsets, fractions = _at_sentence_ends(text, sentences)
+    facts: dict[str, Any] = {k: cell.params().get(k) for k in ("order", "language", "reasoning")}
+    if cell.params().get("counts"):
+        facts["counts"] = cell.params()["counts"]
+    if mistaken:
+        facts["mistaken"] = mistaken
+    return Rendered(
+        prompt_text=f"{haystack}{template.joiner}{template.question}",
+        haystack_text=haystack,
+        expected=counts,
+        fractions=tuple(fractions),
+        offsets=tuple(offsets),
+        facts=facts,
+    )
+
+
+def _at_sentence_ends(
+    text: str, sentences: Sequence[str]
+) -> tuple[str, tuple[int, ...], list[float]]:
+    """needlescope's placement: a star sentence closing each of M equal parts."""
+    m = len(sentences)
     inserted = insert_needles(text, sentences, [(i + 1) / m for i in range(m)], "sentence")
     # Where each star really sits in the filler once snapped to a sentence end.
     added = 0
@@ -161,24 +163,18 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
     for start, end in inserted.spans:
         fractions.append((start - added) / len(text) if text else 1.0)
         added += end - start
-    facts: dict[str, Any] = {k: cell.params().get(k) for k in ("order", "language", "reasoning")}
-    if mistaken:
-        facts["mistaken"] = mistaken
-    return Rendered(
-        prompt_text=f"{inserted.text}\n\n{template.question}",
-        haystack_text=inserted.text,
-        expected=counts,
-        fractions=tuple(fractions),
-        offsets=inserted.offsets,
-        facts=facts,
-    )
+    return inserted.text, tuple(inserted.offsets), fractions
 
 
 def answer_budget(cell: Cell, max_tokens: int | None) -> int:
     """Room for the list: each count costs its digits plus a separator (both counts may come)."""
     if max_tokens is not None:
         return max_tokens
-    per_star = len(str(COUNT_STEP * cell.needle_count)) + 2
+    if cell.params().get("counts") == "paper":
+        largest = max(paper_counts(cell.needle_count)[0])
+    else:
+        largest = COUNT_STEP * cell.needle_count
+    per_star = len(str(largest)) + 2
     return cell.needle_count * per_star * (2 if cell.params().get("reasoning") else 1) + 48
 
 
@@ -189,11 +185,11 @@ _AFTER_KEY = re.compile(r"(?:little[\s_-]*penguin|小企鹅)[\"'“”\s]*[:：]
 
 
 def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> Grade:
+    truth = [int(v) for v in expected]
     raw = read_answer(response)
     if raw is None:
-        return Grade(parse_ok=False, parse_error=NO_LIST, accuracy=None)
+        return _no_list(truth)
     answered = [_normal(v) for v in raw]
-    truth = [int(v) for v in expected]
     window = {_key(v) for v in answered[: len(truth)]}  # truncate to M, drop duplicates
     mistaken = [int(w) for w in facts.get("mistaken") or []] if facts.get("reasoning") else []
     if mistaken and len(mistaken) == len(truth):
@@ -224,16 +220,34 @@ def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> G
     )
 
 
+def _no_list(truth: Sequence[int]) -> Grade:
+    """A reply with no list: every star missed, scored 0 and kept in the mean."""
+    return Grade(
+        parse_ok=False,
+        parse_error=NO_LIST,
+        accuracy=0.0,
+        figures={"correct": 0, "missing": len(truth), "extra": 0},
+        detail={"scores": [0.0] * len(truth)},
+        needles=tuple(NeedleResult(i + 1, c, False, "missing") for i, c in enumerate(truth)),
+    )
+
+
 def read_answer(response: str) -> list[Any] | None:
-    """The list under the little_penguin (or 小企鹅) key, repairing broken JSON; None if absent."""
+    """The list under the little_penguin (or 小企鹅) key, repairing broken JSON, else a reply
+    that is a bare JSON list; None if neither."""
     text = _FENCE.sub(" ", response)
-    found = _list_in(_repair(text))
+    repaired = _repair(text)
+    found = _list_in(repaired)
     if found is None and (match := _AFTER_KEY.search(text)):
         # Prose around the object can derail the repair: read the value right after the key.
         rest = text[match.end() :]
         end = rest.find("]") if rest.startswith("[") else -1
         value = rest[: end + 1] if end >= 0 else (rest.split() or [""])[0]
         found = _as_list(_repair(value.rstrip(",}")))
+    # Several objects come back as a list of them too: a bare list holds none.
+    bare = isinstance(repaired, list) and not any(isinstance(item, dict) for item in repaired)
+    if found is None and bare and text.lstrip().startswith("["):
+        found = repaired
     return found
 
 

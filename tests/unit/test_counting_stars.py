@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -10,14 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import CountingStarsProbe, SweepConfig, parse_config
+from needlescope.cells import Cell, expand_grid
+from needlescope.config import CountingStarsProbe, SweepConfig, load_config, parse_config
 from needlescope.fillers import Filler, PatternFiller, SyntheticProseFiller
 from needlescope.haystack import fit_to_length, insert_needles
 from needlescope.probes import counting_stars as stars
 from needlescope.probes import probe_module
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context
+from tests.conftest import REPO
 
 PROSE = {"en": SyntheticProseFiller("en", 0), "zh": SyntheticProseFiller("zh", 0)}
 SENTENCE_ENDS = ".?!。？！"
@@ -128,14 +130,50 @@ def test_a_single_number_is_a_one_item_list() -> None:
 
 @pytest.mark.parametrize(
     "response",
-    ["", "I could not find any stars.", "[3, 5, 9]", '{"penguin": [3, 5, 9]}', "{", "[" * 5000],
+    [
+        "",
+        "I could not find any stars.",
+        "The counts are [3, 5, 9].",  # a list in prose is not a bare list
+        '{"penguin": [3, 5, 9]}',
+        '[{"penguin": [3, 5, 9]}]',
+        "{",
+        "[" * 5000,
+    ],
 )
-def test_no_readable_list_is_a_parse_failure(response: str) -> None:
+def test_no_list_scores_zero_as_a_parse_failure_every_star_missed(response: str) -> None:
+    # needlescope's rule (the paper's notebook raises): kept in the mean, flagged, all missed.
     grade = stars.grade([3, 5, 9], {}, response)
     assert not grade.parse_ok
-    assert grade.accuracy is None
-    assert grade.parse_error
-    assert grade.needles == ()
+    assert grade.accuracy == 0.0
+    assert grade.parse_error == stars.NO_LIST
+    assert [(n.needle_index, n.expected, n.in_lcs, n.outcome) for n in grade.needles] == [
+        (1, 3, False, "missing"),
+        (2, 5, False, "missing"),
+        (3, 9, False, "missing"),
+    ]
+    assert grade.figures == {"correct": 0, "missing": 3, "extra": 0}
+    assert grade.detail["scores"] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("response", "expected_scores"),
+    [
+        ("[3, 5, 9]", [1, 1, 1]),
+        ("  [9, 4, 3]\n\nThat is all.", [1, 0, 1]),
+        ("```json\n[5, 3]\n```", [1, 1, 0]),
+        ("[3, 5", [1, 1, 0]),
+        ("[]", [0, 0, 0]),
+    ],
+)
+def test_a_bare_json_list_is_read_as_the_list(response: str, expected_scores: list[int]) -> None:
+    grade = stars.grade([3, 5, 9], {}, response)
+    assert grade.parse_ok and grade.parse_error is None
+    assert scores(grade) == expected_scores
+
+
+def test_the_key_wins_over_a_bare_list() -> None:
+    grade = stars.grade([3, 5, 9], {}, '[{"little_penguin": [3]}, {"other": [5, 9]}]')
+    assert grade.parse_ok and scores(grade) == [1, 0, 0]
 
 
 def test_echoed_format_parses_and_scores_zero() -> None:
@@ -190,10 +228,10 @@ TRUTH = [3, 7, 10, 13, 18, 24, 27, 30]
 def test_grade_never_raises_on_any_text(response: str) -> None:
     for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
         grade = stars.grade(TRUTH, facts, response)
-        assert grade.parse_ok or grade.accuracy is None
-        if grade.accuracy is not None:
-            assert 0.0 <= grade.accuracy <= 100.0
-            json.dumps(grade.answered)
+        assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
+        assert grade.parse_ok or grade.accuracy == 0.0
+        assert len(grade.needles) == len(TRUTH)
+        json.dumps(grade.answered)
 
 
 FRAGMENTS = [*'{}[]":,，：“”0123456789.-eE ', "little_penguin", "小企鹅", "```json", "NaN", "true"]
@@ -204,7 +242,7 @@ FRAGMENTS = [*'{}[]":,，：“”0123456789.-eE ', "little_penguin", "小企鹅
 def test_grade_never_raises_on_json_like_debris(pieces: list[str]) -> None:
     for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
         grade = stars.grade(TRUTH, facts, "".join(pieces))
-        assert grade.accuracy is None or 0.0 <= grade.accuracy <= 100.0
+        assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
         json.dumps(grade.answered, allow_nan=False)
 
 
@@ -281,6 +319,47 @@ def test_reasoning_variant_has_its_own_prompts() -> None:
     grid = cells(reasoning=True, languages=["en", "zh"], fillers=["prose-en", "prose-zh"])
     assert {c.prompt_version for c in grid} == {"stars-reasoning-en-v1", "stars-reasoning-zh-v1"}
     assert all(c.prompt_version in stars.TEMPLATES for c in grid)
+
+
+def _ids_digest(cells: list[Cell]) -> str:
+    return hashlib.sha256(" ".join(c.cell_id for c in cells).encode()).hexdigest()
+
+
+ID_GRID = {
+    "name": "ids",
+    "seed": 5,
+    "models": [{"name": "m", "provider": "local"}],
+    "probes": [
+        {
+            "probe": "counting_stars",
+            "stars": 8,
+            "steps": 2,
+            "max_length": 2000,
+            "languages": ["en", "zh"],
+            "orders": ["ordered", "shuffled"],
+            "fillers": ["prose-en", "prose-zh"],
+            "repeats": 2,
+        },
+        {
+            "probe": "counting_stars",
+            "preset": "16-32",
+            "max_length": 64000,
+            "reasoning": True,
+            "languages": ["zh"],
+            "fillers": ["prose-zh", "noise"],
+        },
+    ],
+}
+
+
+def test_cell_ids_of_configs_written_before_prompts_and_counts_are_kept() -> None:
+    # Digests of the cell ids these configs had before `prompts` and `counts` existed.
+    grid = expand_grid(parse_config(ID_GRID))
+    assert len(grid) == 80
+    assert _ids_digest(grid) == "ae27a44b7ef6b5068926e1d1ae6ceb7b474f0ef2c7a50b5600f448e5a24634c9"
+    shipped = expand_grid(load_config(REPO / "configs" / "counting_stars.yaml"))
+    assert [c.cell_id for c in shipped][:2] == ["f374c24745e84c45", "8cfe4c5feb1e038c"]
+    assert _ids_digest(shipped)[:16] == "d1e0a89730d694a7"
 
 
 def test_probe_is_registered_and_follows_the_protocol() -> None:

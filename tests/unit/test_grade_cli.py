@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from needlescope.cli import app
@@ -41,6 +42,32 @@ def test_reply_without_json_is_a_parse_failure() -> None:
     out = grade("[1234]", "I found nothing.")
     assert out["parse_ok"] is False and out["accuracy"] is None
     assert "needles" not in out
+
+
+def stars(answer: str, facts: str | None = None) -> dict:
+    args = ["grade", "counting_stars", "--expected", "[3, 5, 9]", "--answer", answer]
+    result = runner.invoke(app, [*args, *(["--facts", facts] if facts else [])])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_counting_stars_reply_with_no_list_scores_zero_as_a_parse_failure() -> None:
+    out = stars("I lost count of the stars.")
+    assert out["parse_ok"] is False and out["accuracy"] == 0
+    assert (out["correct"], out["missing"], out["extra"]) == (0, 3, 0)
+    assert out["parse_error"].startswith('no {"little_penguin": [...]} object')
+
+
+def test_counting_stars_bare_list_and_the_papers_reasoning_rule() -> None:
+    out = stars("[9, 3]")
+    assert out["parse_ok"] is True and out["accuracy"] == pytest.approx(200 / 3)
+    assert [n["outcome"] for n in out["needles"]] == ["correct", "missing", "correct"]
+    reasoning = stars(
+        '{"little_penguin": [3, 6, 10]}', '{"reasoning": true, "mistaken": [4, 6, 10]}'
+    )
+    # 3 without its mistaken 4: 1; 5's mistaken 6 alone: 0.25; 9's mistaken 10 alone: 0.25.
+    assert reasoning["accuracy"] == pytest.approx(100 * 1.5 / 3)
+    assert [n["outcome"] for n in reasoning["needles"]] == ["correct", "mistaken", "mistaken"]
 
 
 def test_bad_expected_is_a_one_line_error() -> None:

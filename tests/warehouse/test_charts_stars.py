@@ -90,7 +90,7 @@ def con(tmp_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     for cell_id, response, facts in [
         ("a", reply([7, 2, 10]), None),  # all three, in another order: 100
         ("b", reply([2, 5]), None),  # one of three: 33.3
-        ("c", "I lost count.", None),  # a parse failure
+        ("c", "I lost count.", None),  # no list: a parse failure scored 0, every star missed
         ("d", reply([2, 6, 11]), {"reasoning": True, "mistaken": MISTAKEN}),  # 1 + .25 + .25
     ]:
         answer, rows = graded_rows(cell_id, response, facts)
@@ -129,10 +129,10 @@ def test_stars_by_index_shares(con: duckdb.DuckDBPyConnection) -> None:
         (1000, False, 1, 1, 1, 1.0, 1.0),
         (1000, False, 2, 1, 1, 1.0, 1.0),
         (1000, False, 3, 1, 1, 1.0, 1.0),
-        # The parse failure at 3000 has no per-star rows: shares are over parsed answers.
-        (3000, False, 1, 1, 1, 1.0, 1.0),
-        (3000, False, 2, 1, 0, 0.0, 0.0),
-        (3000, False, 3, 1, 0, 0.0, 0.0),
+        # The parse failure at 3000 missed every star: shares are over all the answers.
+        (3000, False, 1, 2, 1, 0.5, 0.5),
+        (3000, False, 2, 2, 0, 0.0, 0.0),
+        (3000, False, 3, 2, 0, 0.0, 0.0),
         (1000, True, 1, 1, 1, 1.0, 1.0),
         (1000, True, 2, 1, 0, 0.0, 0.25),
         (1000, True, 3, 1, 0, 0.0, 0.25),
@@ -149,17 +149,20 @@ def test_accuracy_by_length_and_the_length_weighted_score(
     assert data["length"].to_list() == [1000, 3000]
     assert data["answers"].to_list() == [1, 2]
     assert data["parse_failures"].to_list() == [0, 1]
-    assert data["mean_accuracy"].to_list() == pytest.approx([100.0, 100 / 3])
-    assert data["mean_accuracy_failures_as_zero"].to_list() == pytest.approx([100.0, 100 / 6])
-    assert data["mean_over_lengths"].to_list() == pytest.approx([200 / 3] * 2)
-    # (1000 × 100 + 3000 × 33.3) / 4000 = 50: the long context weighs three times as much.
-    assert data["length_weighted_accuracy"].to_list() == pytest.approx([50.0, 50.0])
+    # The reply with no list scores 0 and stays in the mean; the parsed-only mean leaves it out.
+    assert data["graded"].to_list() == [1, 2]
+    assert data["mean_accuracy"].to_list() == pytest.approx([100.0, 100 / 6])
+    assert data["mean_accuracy_parsed"].to_list() == pytest.approx([100.0, 100 / 3])
+    assert data["mean_stars_found"].to_list() == pytest.approx([3.0, 0.5])
+    assert data["mean_over_lengths"].to_list() == pytest.approx([175 / 3] * 2)
+    # (1000 × 100 + 3000 × 16.7) / 4000 = 37.5: the long context weighs three times as much.
+    assert data["length_weighted_accuracy"].to_list() == pytest.approx([37.5, 37.5])
 
     scores = frame(con, "SELECT * FROM stars_scores ORDER BY reasoning")
     assert scores["lengths"].to_list() == [2, 1]
     assert scores["answers"].to_list() == [3, 1]
-    assert scores["mean_over_lengths"].to_list() == pytest.approx([200 / 3, 50.0])
-    assert scores["length_weighted_accuracy"].to_list() == pytest.approx([50.0, 50.0])
+    assert scores["mean_over_lengths"].to_list() == pytest.approx([175 / 3, 50.0])
+    assert scores["length_weighted_accuracy"].to_list() == pytest.approx([37.5, 50.0])
 
 
 def find(spec: Any, key: str) -> Iterator[Any]:
@@ -192,7 +195,7 @@ def test_charts_build_with_fixed_colour_and_accuracy_scales(
     values = [row for rows in bars["datasets"].values() for row in rows]
     assert {row["score"] for row in values} == {"mean over lengths", "length-weighted"}
     plain = {row["score"]: row["value"] for row in values if row["entry"] == "m · plain"}
-    assert plain == {"mean over lengths": pytest.approx(66.67), "length-weighted": 50.0}
+    assert plain == {"mean over lengths": pytest.approx(58.33), "length-weighted": 37.5}
 
 
 def test_empty_warehouse_gives_placeholders(tmp_path: Path) -> None:
@@ -207,3 +210,36 @@ def test_empty_warehouse_gives_placeholders(tmp_path: Path) -> None:
     for build, view in builders:
         spec = build(frame(con, f"SELECT * FROM {view}")).to_dict()
         assert spec["mark"]["type"] == "text"
+
+
+def test_parse_failures_graded_before_the_zero_rule_read_as_zero(tmp_path: Path) -> None:
+    """An answer stored when a reply with no list had no accuracy (before issue 13) reads as
+    the rule scores it now, in results and in every view over it."""
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell_row("a", 1000, params()), cell_row("b", 1000, params())])
+    old = {**graded_rows("a", "I lost count.")[0], "accuracy": None}
+    for figure in ("correct", "missing", "extra"):
+        old.pop(figure)
+    store.append("answers", [old, graded_rows("b", reply([2, 7]))[0]])
+    con = store.connect()
+    rows = con.sql("SELECT cell_id, parse_ok, accuracy FROM results ORDER BY cell_id").fetchall()
+    assert rows == [("a", False, 0.0), ("b", True, pytest.approx(200 / 3))]
+    summary = con.sql(
+        "SELECT graded, parse_failures, mean_accuracy, mean_stars_found"
+        " FROM stars_accuracy_by_length"
+    ).fetchall()
+    assert summary == [(2, 1, pytest.approx(100 / 3), 1.0)]
+    generic = con.sql("SELECT graded, mean_accuracy FROM accuracy_by_length").fetchall()
+    assert generic == [(2, pytest.approx(100 / 3))]
+    con.close()
+
+
+def test_the_papers_fixed_counts_are_their_own_order(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    paper = canonical_json({"stars": 3, "counts": "paper", "language": "en", "reasoning": False})
+    store.append("cells", [cell_row("a", 1000, paper), cell_row("b", 1000, params())])
+    store.append("answers", [graded_rows(c, reply(TRUTH))[0] for c in ("a", "b")])
+    con = store.connect()
+    rows = con.sql('SELECT cell_id, "order" FROM stars_results ORDER BY cell_id').fetchall()
+    assert rows == [("a", "paper"), ("b", "shuffled")]
+    con.close()

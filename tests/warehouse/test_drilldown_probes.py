@@ -134,7 +134,8 @@ def test_groups_count_the_answers_and_show_parsed_ones_first(
         "missing",
         "missing",
     ]
-    assert second["outcomes"] == ""  # no per-star rows for an answer that did not parse
+    # A reply with no list missed every star (needlescope's rule: scored 0, kept in the mean).
+    assert [names[int(c, 36)] for c in second["outcomes"]] == ["missing"] * 4
     cases = {k: g for k, g in data["groups"].items() if k.startswith("cases\x1f")}
     assert {g["answers"] for g in cases.values()} == {1}
     judged = [a for a in data["answers"].values() if "judge" in a]
