@@ -24,7 +24,7 @@ SELECT o.*,
 FROM needle_outcomes o JOIN cells c USING (cell_id)
 WHERE o.probe = 'counting_stars';
 
--- The paper's heatmap: for each star (in context order) and length, the share of parsed
+-- The paper's heatmap: for each star (in context order) and length, the share of valid parsed
 -- answers that found its count.
 CREATE OR REPLACE VIEW stars_by_index AS
 SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning, filler,
@@ -34,9 +34,11 @@ SELECT model, length, length_unit, needle_count AS stars, language, "order", rea
        avg(CAST(in_lcs AS DOUBLE)) AS share_found,
        avg(score) AS mean_score
 FROM stars_outcomes
+WHERE validity IN ('valid', 'unknown')
 GROUP BY ALL;
 
--- Accuracy by length. Parse failures are counted but left out of mean_accuracy (as for recall);
+-- Accuracy by length, over valid answers (the invalid ones counted apart in `invalid`, with
+-- `invalid_why`). Parse failures are counted but left out of mean_accuracy (as for recall);
 -- mean_accuracy_failures_as_zero scores them 0 instead. Over the lengths of each variant,
 -- mean_over_lengths averages the per-length means and length_weighted_accuracy weights each
 -- length's mean by the length itself (the paper's weighted score).
@@ -44,16 +46,21 @@ CREATE OR REPLACE VIEW stars_accuracy_by_length AS
 WITH by_length AS (
     SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning,
            filler, prompt_version,
-           count(*) FILTER (WHERE error_kind IS NULL) AS answers,
-           count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-           count(*) FILTER (WHERE error_kind IS NULL AND parse_ok) AS graded,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND NOT parse_ok)
+               AS parse_failures,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND parse_ok) AS graded,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-           avg(accuracy) FILTER (WHERE parse_ok) AS mean_accuracy,
+           count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
+           array_to_string(list_transform(list_sort(map_entries(
+               histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
+           )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why,
+           avg(accuracy) FILTER (WHERE parse_ok AND validity IN ('valid', 'unknown')) AS mean_accuracy,
            avg(CASE WHEN parse_ok THEN accuracy ELSE CAST(0 AS DOUBLE) END)
-               FILTER (WHERE error_kind IS NULL) AS mean_accuracy_failures_as_zero,
-           stddev_samp(accuracy) FILTER (WHERE parse_ok) AS sd_accuracy,
-           avg(CAST(correct AS DOUBLE)) FILTER (WHERE parse_ok) AS mean_stars_found,
-           avg(CAST(extra AS DOUBLE)) FILTER (WHERE parse_ok) AS mean_out_of_truth
+               FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS mean_accuracy_failures_as_zero,
+           stddev_samp(accuracy) FILTER (WHERE parse_ok AND validity IN ('valid', 'unknown')) AS sd_accuracy,
+           avg(CAST(correct AS DOUBLE)) FILTER (WHERE parse_ok AND validity IN ('valid', 'unknown')) AS mean_stars_found,
+           avg(CAST(extra AS DOUBLE)) FILTER (WHERE parse_ok AND validity IN ('valid', 'unknown')) AS mean_out_of_truth
     FROM stars_results
     GROUP BY ALL
 )
@@ -75,6 +82,7 @@ SELECT model, length_unit, stars, language, "order", reasoning, filler, prompt_v
        CAST(sum(answers) AS BIGINT) AS answers,
        CAST(sum(parse_failures) AS BIGINT) AS parse_failures,
        CAST(sum(errors) AS BIGINT) AS errors,
+       CAST(sum(invalid) AS BIGINT) AS invalid,
        any_value(mean_over_lengths) AS mean_over_lengths,
        any_value(length_weighted_accuracy) AS length_weighted_accuracy
 FROM stars_accuracy_by_length
