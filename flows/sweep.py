@@ -352,7 +352,10 @@ async def run_sweep(
     shard: int | None = None,
     shards: int = 1,
     note: str | None = None,
+    resend: Collection[str] = (),
 ) -> State:
+    """``resend``: cells sent again although the epoch has their answer (rerun --validity);
+    the new answer supersedes the old in ``results``, both stay in ``answers``."""
     logger = get_run_logger()
     if only_context:
         check_offline_lengths(config)
@@ -366,7 +369,7 @@ async def run_sweep(
     dropped = len(cells) - len(kept)
     if dropped:
         logger.warning("%d cells dropped: longer than their model's context window", dropped)
-    done = set() if only_context else store.graded_cell_ids(epoch)
+    done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
     todo = [c for c in kept if c.cell_id not in done]
     skipped = len(kept) - len(todo)
     if shard is not None and shards > 1:
@@ -418,7 +421,13 @@ async def run_sweep(
                 config, by_model, helpers, probe_of, keys, offline=only_context
             ) as runtime:
                 known = store.known_cell_ids()
-                asker = Asker(config, store.id, epoch, {m: lim.tags for m, lim in limits.items()})
+                asker = Asker(
+                    config,
+                    store.id,
+                    epoch,
+                    {m: lim.tags for m, lim in limits.items()},
+                    resend=(run_id, frozenset(resend)) if resend else None,
+                )
                 sweeps = [
                     ModelSweep(
                         runtime, store, model, run_id, epoch, progress, known, asker, probe_of
