@@ -132,7 +132,8 @@ async def test_thinking_blocks_are_left_out_of_the_text(server):
     assert reply.finish_reason == "stop"
     thinking_words = len(fake.THINKING_TEXT.split())
     assert reply.completion_tokens == thinking_words + 5  # thinking counts as output
-    assert reply.reasoning_tokens is None  # the API does not report thinking apart
+    # the thinking's share, from usage.output_tokens_details.thinking_tokens
+    assert reply.reasoning_tokens == thinking_words and reply.reasoned
     body = server.last_body
     assert body["thinking"] == THINK  # passed through verbatim
     assert body["max_tokens"] == 20 + 2048  # the answer's budget plus the thinking budget
