@@ -54,17 +54,7 @@ def new_run_id() -> str:
 
 def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     generation = config.model(context.cell.model).generation
-    extra = {
-        k: v
-        for k, v in {"top_p": generation.top_p, "seed": generation.seed}.items()
-        if v is not None
-    }
-    return ChatRequest(
-        messages=context.messages,
-        max_tokens=context.max_tokens if generation.sends_max_tokens else None,
-        temperature=generation.temperature,
-        extra={**extra, **generation.extra},
-    )
+    return generation.request(context.messages, context.max_tokens)
 
 
 class ModelSweep:

@@ -9,7 +9,7 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -24,6 +24,9 @@ from pydantic import (
 )
 
 from needlescope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from needlescope.providers.base import ChatRequest, Message
 from needlescope.reasoning import (
     DEFAULT_REASONING_BUDGET,
     reasoning_allowance,
@@ -72,6 +75,18 @@ class Generation(Frozen):
     @property
     def sends_max_tokens(self) -> bool:
         return self.max_tokens != "omit"
+
+    def request(self, messages: tuple[Message, ...], answer_tokens: int) -> ChatRequest:
+        """The request these settings send for ``messages`` with an answer budget."""
+        from needlescope.providers.base import ChatRequest
+
+        extra = {k: v for k, v in {"top_p": self.top_p, "seed": self.seed}.items() if v is not None}
+        return ChatRequest(
+            messages=messages,
+            max_tokens=answer_tokens if self.sends_max_tokens else None,
+            temperature=self.temperature,
+            extra={**extra, **self.extra},
+        )
 
 
 class Price(Frozen):

@@ -175,10 +175,14 @@ class HttpProvider(abc.ABC):
             wait = e.retry_after_s
             if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
                 raise
-            await asyncio.sleep(wait)
+            await self._pause(wait)
             start = time.perf_counter()  # latency of the request that answered, not of the wait
             status, data = await self._post(url, body)
         return status, data, time.perf_counter() - start
+
+    async def _pause(self, seconds: float) -> None:
+        """The wait a 429 asked for, before the one re-send."""
+        await asyncio.sleep(seconds)
 
     async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
         """(status, JSON reply) of one POST, without retrying."""
