@@ -42,9 +42,12 @@ def check_generation(
         _openai(model, generation, extra, reasoning_params)
 
 
-def _explicit_temperature(generation: Generation) -> float | None:
-    """The temperature the config sets itself (not the default), or None."""
-    return generation.temperature if "temperature" in generation.model_fields_set else None
+def _chosen_temperature(generation: Generation) -> float | None:
+    """A temperature other than needlescope's default (0), or None. A stored config names
+    every field, so the value, not whether the file wrote it, tells a choice apart."""
+    default = type(generation).model_fields["temperature"].default
+    value = generation.temperature
+    return None if value is None or value == default else value
 
 
 def _number(extra: Mapping[str, Any], key: str) -> float | None:
@@ -92,11 +95,11 @@ def _anthropic(generation: Generation, extra: dict[str, Any]) -> None:
                 f"generation.extra.max_tokens: must be larger than thinking.budget_tokens"
                 f" ({budget}), got {limit}"
             )
-    temperature = _explicit_temperature(generation)
+    temperature = _chosen_temperature(generation)
     if temperature is not None:
         raise RuleError(
             f"generation.temperature: Anthropic allows no temperature with thinking, got"
-            f" {temperature:g} (leave it out or write omit)"
+            f" {temperature:g} (leave it out: it is not sent)"
         )
     if "temperature" in extra:
         raise RuleError("generation.extra.temperature: Anthropic allows none with thinking")
@@ -157,7 +160,7 @@ def _openai(
         _in_range(_number(extra, key), f"generation.extra.{key}", -2, 2, api)
     if not reasoning_params:
         return
-    temperature = _explicit_temperature(generation)
+    temperature = _chosen_temperature(generation)
     if temperature is not None and temperature != 1:
         raise RuleError(
             f"generation.temperature: {model} is a reasoning model and takes only the default"

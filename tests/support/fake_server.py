@@ -50,7 +50,12 @@ class WireReply:
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def response(self) -> web.Response:
-        return web.json_response(self.body, status=self.status, headers=dict(self.headers))
+        headers = dict(self.headers)
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = "application/json"
+        return web.Response(
+            body=json.dumps(self.body).encode(), status=self.status, headers=headers
+        )
 
 
 def default_responder(body: dict[str, Any]) -> str:

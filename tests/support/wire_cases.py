@@ -104,6 +104,8 @@ class CaseBook:
         self.count = count  # the fake's prompt-token count of a body
         self.assigned: dict[tuple[str, str], Case | None] = {}  # (model, prompt sha) → case
         self.sent: Counter[tuple[str, str]] = Counter()
+        self.bodies: dict[tuple[str, str], dict[str, Any]] = {}  # the first request of each
+        self.statuses: list[int] = []  # the HTTP status of every reply handed out
 
     def key(self, body: Mapping[str, Any]) -> tuple[str, str]:
         return str(body.get("model", "")), prompt_sha256(self.api, body)
@@ -113,13 +115,17 @@ class CaseBook:
         if key not in self.assigned:
             index = len(self.assigned)
             self.assigned[key] = self.cases[index] if index < len(self.cases) else None
+            self.bodies[key] = body
         attempt = self.sent[key]
         self.sent[key] += 1
         request = self.request(body)
         case = self.assigned[key]
         if case is None or attempt >= len(case.replies):
+            self.statuses.append(200)
             return request.answer
-        return case.replies[attempt](request)
+        reply = case.replies[attempt](request)
+        self.statuses.append(reply.status)
+        return reply
 
     def request(self, body: dict[str, Any]) -> Request:
         return Request(body, answer_of(prompt_of(self.api, body)), self.count(body))

@@ -132,8 +132,11 @@ async def test_each_case_is_stored_as_the_service_means_it(case: Case) -> None:
         assert isinstance(outcome, ProviderError)
         assert outcome.retryable is case.retryable
         assert "\n" not in str(outcome)
+        # the failure is the case's reply itself (or the fake's own rule), not a fake's crash
+        assert outcome.status == (book.statuses[-1] if book.statuses else 400)
     else:
         assert isinstance(outcome, Reply)
+    assert all(status != 500 for status in book.statuses)
 
 
 # The reasons the SDKs' types define (openai-python ChatCompletion Choice.finish_reason,
