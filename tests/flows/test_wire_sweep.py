@@ -223,3 +223,10 @@ def test_every_wire_case_in_one_sweep_then_reruns(cli, write_config, tmp_path: P
     assert query(
         store, "SELECT count(*) FROM results WHERE validity IN ('empty', 'truncated')"
     ) == [(0,)]
+
+    # The report shows the invalid answers beside its figures, and says why.
+    report = tmp_path / "report"
+    drawn = cli("report", "-w", str(wh), "--out", str(report))
+    assert drawn.returncode == 0, drawn.stderr[-3000:]
+    page = (report / "report.html").read_text(encoding="utf-8")
+    assert "invalid answers" in page and "thinking_exhausted" in page
