@@ -183,6 +183,8 @@ class OpenAIProvider(HttpProvider):
             text, finish_reason = text or refusal, base.REFUSAL
         usage = _dict(data.get("usage"))
         cached = _int(_dict(usage.get("prompt_tokens_details")).get("cached_tokens"))
+        if cached is None:
+            cached = _int(usage.get("prompt_cache_hit_tokens"))  # DeepSeek's own field
         return Reply(
             text=text,
             finish_reason=finish_reason,
@@ -193,37 +195,37 @@ class OpenAIProvider(HttpProvider):
             ),
             latency_s=latency_s,
             model_version=data.get("system_fingerprint") or data.get("model"),
-            cached_tokens=cached
-            if cached is not None
-            else _int(usage.get("prompt_cache_hit_tokens")),
+            cached_tokens=cached,
             reasoned=bool(thinking.strip()),
         )
 
     def _body_error(self, status: int, error: Any, finish: str | None = None) -> ProviderError:
         """A 2xx whose body carries an error: the kind its code says, else ``provider_error``."""
         err = _dict(error)
-        code = err.get("code")
         detail = self._snippet(_detail(json.dumps({"error": err}))) if err else ""
-        where = f"HTTP {status} from {self._where}"
         what = (
             "the reply ended in an error (finish_reason 'error')"
             if finish
             else "error in the reply"
         )
-        message = f"{where}: {what}" + (f": {detail}" if detail else "")
-        number = code if isinstance(code, int) and not isinstance(code, bool) else None
-        if isinstance(code, str) and code.isdigit():
-            number = int(code)
+        message = f"HTTP {status} from {self._where}: {what}" + (f": {detail}" if detail else "")
+        number = _status_code(err.get("code"))
+        named = _CODE_KINDS.get(str(err.get("code"))) or _CODE_KINDS.get(str(err.get("type")))
         if number is not None and number >= 400:
             failure = self._classify(number, {}, json.dumps({"error": err}))
             kind, retryable = failure.kind, failure.retryable
-        elif (
-            named := _CODE_KINDS.get(str(code)) or _CODE_KINDS.get(str(err.get("type")))
-        ) is not None:
+        elif named is not None:
             kind, retryable = named, named in base.RETRYABLE_KINDS
         else:
             kind, retryable = base.PROVIDER_ERROR, True
         return ProviderError(kind, self._scrub(message), retryable=retryable, status=status)
+
+
+def _status_code(code: Any) -> int | None:
+    """An error body's numeric ``code`` (OpenRouter's 429, 502…), or None."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    return int(code) if isinstance(code, str) and code.isdigit() else None
 
 
 def _visible(content: Any) -> tuple[str, str]:
