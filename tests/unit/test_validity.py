@@ -203,3 +203,12 @@ def test_rerun_picks_retryable_failures_unless_kinds_or_validities_are_named() -
     ) == {ids[0], ids[3]}
     with pytest.raises(ConfigError, match="--model 'x'"):
         chosen(models=["x"])
+
+
+def test_rerun_names_an_unknown_validity_in_one_line(tmp_path) -> None:
+    result = CliRunner().invoke(
+        app, ["rerun", "some-run", "-w", str(tmp_path), "--validity", "empty,cut"]
+    )
+    assert result.exit_code == 2
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert "--validity" in line and "'cut'" in line and "truncated" in line
