@@ -38,8 +38,12 @@ class Spend:
         )
 
     def cost(self, model: str, reply: Reply) -> float | None:
+        """As the provider bills it: completion tokens include reasoning; cached prompt tokens
+        at the cached rate where the price table gives one."""
         price = self.config.model(model).price
-        return None if price is None else price.cost(reply.prompt_tokens, reply.completion_tokens)
+        if price is None:
+            return None
+        return price.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
 
     def add(self, model: str, reply: Reply) -> None:
         self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
@@ -74,8 +78,11 @@ class Asker:
         warehouse_id: str,
         epoch: str,
         tags: dict[str, list[str]] | None = None,
+        resend: tuple[str, frozenset[str]] | None = None,
     ) -> None:
         self.config = config
+        # (run id, cells): cells with an answer this run sends again, under a fresh cache key
+        self.resend = resend
         self.tags = tags or {}  # only tags that carry a Prefect limit (see flows.limits)
         self.warehouse_id = warehouse_id
         self.epoch = epoch
@@ -104,6 +111,9 @@ class Asker:
             if self.spend.exhausted():
                 return UNSENT
             await self._pacers[model].wait()
+            resend = ""
+            if self.resend is not None and cell.cell_id in self.resend[1]:
+                resend = self.resend[0]
             state: State = await task(
                 model,
                 cell.cell_id,
@@ -112,6 +122,7 @@ class Asker:
                 label,
                 quote(request),  # the prompt: nothing in it for Prefect to look into
                 purpose,
+                resend,
                 return_state=True,
             )
         outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]

@@ -1,4 +1,4 @@
-"""Rerun the cells of one run that have no graded answer, optionally narrowed by filters."""
+"""Rerun the cells of one run that have no graded answer, or whose answer is invalid."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from needlescope.cells import Cell, expand_with_probes
 from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
 from needlescope.flows.runtime import fits_context
+from needlescope.providers.base import RETRYABLE_KINDS
+from needlescope.validity import parse_values
 from needlescope.warehouse.store import Warehouse, default_root
 
 
@@ -31,27 +33,42 @@ def cells_to_rerun(
     models: list[str] | None = None,
     probes: list[str] | None = None,
     error_kinds: list[str] | None = None,
+    validities: list[str] | None = None,
+    answer_validity: dict[str, str] | None = None,
 ) -> list[Cell]:
-    """The run's grid cells with no graded answer in its epoch, narrowed by the filters.
+    """The run's grid cells to send again, narrowed by the filters.
 
-    A cell never answered (left unsent by a budget, or cut short by a crash) has no error
-    kind, so an ``error_kinds`` filter leaves it out.
+    Without ``validities``: the cells with no graded answer in the epoch. A cell whose latest
+    failure can never succeed as sent (``request_too_large``, ``context_too_long``,
+    ``bad_request``, ``auth``: any kind not in ``RETRYABLE_KINDS``) is left out unless
+    ``error_kinds`` names its kind; a cell never answered (left unsent by a budget, or cut
+    short by a crash) has no error kind, so an ``error_kinds`` filter leaves it out.
+
+    ``validities`` (e.g. ["empty", "truncated"]): the cells whose graded answer
+    (``answer_validity``) has one of them, besides the failed cells ``error_kinds`` names.
     """
     for name in models or []:
         if name not in {m.name for m in config.models}:
             raise ConfigError(f"--model {name!r} is not a model of that run")
-    cells = [
-        cell
-        for cell in expand_with_probes(config)
-        if fits_context(cell, config.model(cell.model)) and cell.cell_id not in graded
-    ]
+    answer_validity = answer_validity or {}
+    cells = [c for c in expand_with_probes(config) if fits_context(c, config.model(c.model))]
     if models:
         cells = [c for c in cells if c.model in models]
     if probes:
         cells = [c for c in cells if c.probe in probes]
-    if error_kinds:
-        cells = [c for c in cells if latest_errors.get(c.cell_id) in error_kinds]
-    return cells
+
+    def failed_to_resend(cell: Cell) -> bool:
+        if cell.cell_id in graded:
+            return False
+        kind = latest_errors.get(cell.cell_id)
+        if error_kinds:
+            return kind in error_kinds
+        return validities is None and (kind is None or kind in RETRYABLE_KINDS)
+
+    def invalid_to_resend(cell: Cell) -> bool:
+        return bool(validities) and answer_validity.get(cell.cell_id) in (validities or ())
+
+    return [c for c in cells if failed_to_resend(c) or invalid_to_resend(c)]
 
 
 async def rerun_cells(
@@ -60,11 +77,18 @@ async def rerun_cells(
     models: list[str] | None = None,
     probes: list[str] | None = None,
     error_kinds: list[str] | None = None,
+    validities: list[str] | None = None,
 ) -> State:
     from needlescope.flows.sweep import run_sweep
 
+    if validities:
+        try:
+            validities = parse_values(",".join(validities))
+        except ValueError as exc:
+            raise ConfigError(f"--validity: {exc}") from None
     store = Warehouse(Path(warehouse) if warehouse else default_root())
     config, epoch = run_config(store, run_id)
+    answer_validity = store.answer_validities(epoch) if validities else {}
     cells = cells_to_rerun(
         config,
         store.graded_cell_ids(epoch),
@@ -72,10 +96,18 @@ async def rerun_cells(
         models=models,
         probes=probes,
         error_kinds=error_kinds,
+        validities=validities,
+        answer_validity=answer_validity,
     )
+    resend = {c.cell_id for c in cells if c.cell_id in answer_validity}
     logger = get_run_logger()
     logger.info(
-        "run %s, epoch %s: %d cells without a graded answer to rerun", run_id, epoch, len(cells)
+        "run %s, epoch %s: %d cells to rerun (%d of them answered, invalid: %s)",
+        run_id,
+        epoch,
+        len(cells),
+        len(resend),
+        ", ".join(validities or []) or "-",
     )
     if not cells:
         summary: dict[str, Any] = {"rerun_of": run_id, "epoch": epoch, "cells_total": 0}
@@ -86,6 +118,7 @@ async def rerun_cells(
         warehouse=str(store.root),
         only_cells={c.cell_id for c in cells},
         note=f"rerun of {run_id}",
+        resend=resend,
     )
     if isinstance(state.data, dict):
         state.data["rerun_of"] = run_id
@@ -99,9 +132,13 @@ async def rerun_failed(
     models: list[str] | None = None,
     probes: list[str] | None = None,
     error_kinds: list[str] | None = None,
+    validities: list[str] | None = None,
 ) -> State:
-    """Rerun exactly the cells of run ``run_id`` that have no graded answer in its epoch.
+    """Rerun the cells of run ``run_id`` that have no graded answer in its epoch (those whose
+    failure can succeed when re-sent, unless ``error_kinds`` names the kinds to rerun).
 
-    ``models``, ``probes`` and ``error_kinds`` (e.g. ["rate_limited"]) narrow the choice.
+    ``models``, ``probes`` and ``error_kinds`` (e.g. ["rate_limited"]) narrow the choice;
+    ``validities`` (e.g. ["empty", "truncated"]) resends the cells whose answer has one of
+    them instead, in the same epoch: the new answer supersedes the old in ``results``.
     """
-    return await rerun_cells(run_id, warehouse, models, probes, error_kinds)
+    return await rerun_cells(run_id, warehouse, models, probes, error_kinds, validities)

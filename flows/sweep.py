@@ -54,17 +54,7 @@ def new_run_id() -> str:
 
 def request_for(context: Context, config: SweepConfig) -> ChatRequest:
     generation = config.model(context.cell.model).generation
-    extra = {
-        k: v
-        for k, v in {"top_p": generation.top_p, "seed": generation.seed}.items()
-        if v is not None
-    }
-    return ChatRequest(
-        messages=context.messages,
-        max_tokens=context.max_tokens if generation.sends_max_tokens else None,
-        temperature=generation.temperature,
-        extra={**extra, **generation.extra},
-    )
+    return generation.request(context.messages, context.max_tokens)
 
 
 class ModelSweep:
@@ -351,7 +341,10 @@ async def run_sweep(
     shard: int | None = None,
     shards: int = 1,
     note: str | None = None,
+    resend: Collection[str] = (),
 ) -> State:
+    """``resend``: cells sent again although the epoch has their answer (rerun --validity);
+    the new answer supersedes the old in ``results``, both stay in ``answers``."""
     logger = get_run_logger()
     if only_context:
         check_offline_lengths(config)
@@ -365,7 +358,7 @@ async def run_sweep(
     dropped = len(cells) - len(kept)
     if dropped:
         logger.warning("%d cells dropped: longer than their model's context window", dropped)
-    done = set() if only_context else store.graded_cell_ids(epoch)
+    done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
     todo = [c for c in kept if c.cell_id not in done]
     skipped = len(kept) - len(todo)
     if shard is not None and shards > 1:
@@ -417,7 +410,13 @@ async def run_sweep(
                 config, by_model, helpers, probe_of, keys, offline=only_context
             ) as runtime:
                 known = store.known_cell_ids()
-                asker = Asker(config, store.id, epoch, {m: lim.tags for m, lim in limits.items()})
+                asker = Asker(
+                    config,
+                    store.id,
+                    epoch,
+                    {m: lim.tags for m, lim in limits.items()},
+                    resend=(run_id, frozenset(resend)) if resend else None,
+                )
                 sweeps = [
                     ModelSweep(
                         runtime, store, model, run_id, epoch, progress, known, asker, probe_of

@@ -112,17 +112,33 @@ def rerun(
         typer.Option(
             "--error-kind",
             "-e",
-            help="Only cells whose latest error is of this kind, e.g. rate_limited (repeatable).",
+            help="Only cells whose latest error is of this kind, e.g. rate_limited (repeatable); "
+            "kinds that cannot succeed as sent (request_too_large, bad_request, …) are rerun "
+            "only when named.",
+        ),
+    ] = None,
+    validity: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--validity",
+            help="Resend the answered cells whose answer has this validity, e.g. "
+            "empty,truncated (comma-separated or repeatable); the new answer supersedes the old.",
         ),
     ] = None,
     warehouse: WarehouseOption = None,
     report: ReportOption = True,
     report_dir: ReportDirOption = Path("reports"),
 ) -> None:
-    """Rerun exactly the cells of RUN_ID that have no graded answer (in that run's epoch)."""
+    """Rerun the cells of RUN_ID that have no graded answer (in that run's epoch), or with
+    --validity those whose answer does not measure recall."""
     from needlescope.flows.rerun import run_config
+    from needlescope.validity import parse_values
     from needlescope.warehouse.store import Warehouse, default_root
 
+    try:
+        validities = parse_values(",".join(validity)) if validity else None
+    except ValueError as exc:
+        raise fail(f"--validity: {exc}") from None
     try:
         store = Warehouse(warehouse or default_root())
         config, _ = run_config(store, run_id)
@@ -139,6 +155,7 @@ def rerun(
         models=model or None,
         probes=probe or None,
         error_kinds=error_kind or None,
+        validities=validities,
         return_state=True,
     )
     _run_and_report(flow_run, store.root, report, report_dir)
@@ -518,6 +535,16 @@ def grade(
     judge_prompt: Annotated[
         str, typer.Option(help="The judge's prompt: judge-v1 (needlescope's) or uniah-judge.")
     ] = "judge-v1",
+    finish_reason: Annotated[
+        str | None,
+        typer.Option(
+            help="How the reply ended, as stored (stop, length, refusal, content_filter, …): "
+            "sets `validity` (without it: unknown)."
+        ),
+    ] = None,
+    reasoning_tokens: Annotated[
+        int | None, typer.Option(help="Tokens the reply spent reasoning (for `validity`).")
+    ] = None,
 ) -> None:
     """Grade one answer by hand and print the grade as one JSON object (accuracy 0–100)."""
     from needlescope.grading.cli import grade_one, judge_answer
@@ -528,7 +555,12 @@ def grade(
         expected_text = _text_or_file(expected)
         answer_text = _text_or_file(answer)
         result = grade_one(
-            probe, expected_text, answer_text, _text_or_file(facts) if facts else None
+            probe,
+            expected_text,
+            answer_text,
+            _text_or_file(facts) if facts else None,
+            finish_reason=finish_reason,
+            reasoning_tokens=reasoning_tokens,
         )
         if judge is not None:
             verdict = asyncio.run(

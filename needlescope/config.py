@@ -9,7 +9,7 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -24,6 +24,15 @@ from pydantic import (
 )
 
 from needlescope.errors import ConfigError
+
+if TYPE_CHECKING:
+    from needlescope.providers.base import ChatRequest, Message
+from needlescope.reasoning import (
+    DEFAULT_REASONING_BUDGET,
+    reasoning_allowance,
+    thinks_by_default,
+    uses_openai_reasoning_params,
+)
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
 BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
@@ -67,18 +76,43 @@ class Generation(Frozen):
     def sends_max_tokens(self) -> bool:
         return self.max_tokens != "omit"
 
+    def request(self, messages: tuple[Message, ...], answer_tokens: int) -> ChatRequest:
+        """The request these settings send for ``messages`` with an answer budget."""
+        from needlescope.providers.base import ChatRequest
+
+        extra = {k: v for k, v in {"top_p": self.top_p, "seed": self.seed}.items() if v is not None}
+        return ChatRequest(
+            messages=messages,
+            max_tokens=answer_tokens if self.sends_max_tokens else None,
+            temperature=self.temperature,
+            extra={**extra, **self.extra},
+        )
+
 
 class Price(Frozen):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. Output tokens include reasoning (billed as output)."""
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    # Prompt tokens read from the provider's cache; None: priced as any input token.
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
 
-    def cost(self, prompt_tokens: int | None, output_tokens: int | None) -> float | None:
+    def cost(
+        self,
+        prompt_tokens: int | None,
+        output_tokens: int | None,
+        cached_tokens: int | None = None,
+    ) -> float | None:
         if prompt_tokens is None and output_tokens is None:
             return None
+        cached = min(cached_tokens or 0, prompt_tokens or 0)
+        cached_rate = self.input_per_mtok
+        if self.cached_input_per_mtok is not None:
+            cached_rate = self.cached_input_per_mtok
         return (
-            (prompt_tokens or 0) * self.input_per_mtok + (output_tokens or 0) * self.output_per_mtok
+            ((prompt_tokens or 0) - cached) * self.input_per_mtok
+            + cached * cached_rate
+            + (output_tokens or 0) * self.output_per_mtok
         ) / 1e6
 
 
@@ -105,6 +139,14 @@ class ModelConfig(Frozen):
         default_factory=dict
     )
     price: Price | None = None
+    # A model that thinks gets answer budget + reasoning_budget as its output limit. None: by
+    # its name (o1/o3/o4/gpt-5, deepseek-reasoner, Gemini 2.5 and later); a model whose
+    # replies carry reasoning is treated as one from then on. Not part of a cell's id.
+    reasoning: bool | None = None
+    reasoning_budget: PositiveInt = DEFAULT_REASONING_BUDGET
+    # OpenAI's reasoning-model parameters: max_completion_tokens, no temperature or top_p.
+    # None: true for OpenAI-compatible model ids starting o1, o3, o4 or gpt-5.
+    openai_reasoning_params: bool | None = None
 
     @field_validator("provider")
     @classmethod
@@ -122,6 +164,43 @@ class ModelConfig(Frozen):
         if self.api_key_env and self.api_key_secret:
             raise ValueError("give api_key_env or api_key_secret, not both")
         return self
+
+    @model_validator(mode="after")
+    def _provider_accepts_generation(self) -> ModelConfig:
+        from needlescope.provider_rules import check_generation
+
+        check_generation(
+            self.provider,
+            self.model,
+            self.generation,
+            reasoning_params=self.sends_reasoning_params,
+        )
+        return self
+
+    @property
+    def thinks(self) -> bool:
+        """Whether the model reasons before answering (configured, else by its name)."""
+        if self.reasoning is not None:
+            return self.reasoning
+        return thinks_by_default(self.provider, self.model)
+
+    @property
+    def sends_reasoning_params(self) -> bool:
+        """OpenAI-compatible: send max_completion_tokens and no temperature / top_p."""
+        if self.provider != "openai":
+            return False
+        if self.openai_reasoning_params is not None:
+            return self.openai_reasoning_params
+        return uses_openai_reasoning_params(self.model)
+
+    def output_limit(self, answer_tokens: int) -> int:
+        """The output limit sent for an answer budget: room for reasoning added."""
+        return answer_tokens + reasoning_allowance(
+            self.provider,
+            self.generation.extra,
+            reasoning=self.thinks,
+            reasoning_budget=self.reasoning_budget,
+        )
 
     def endpoint(self) -> str:
         """The URL the provider talks to (configured, or the provider's public API)."""
@@ -643,7 +722,7 @@ def _format_location(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
 
 
-_FIELD_FIRST = re.compile(r"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
+_FIELD_FIRST = re.compile(r"([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_]+)*): ")
 
 
 def _one_line(text: str) -> str:

@@ -24,7 +24,7 @@ class PlanRow:
     already_graded: int = 0
     to_send: int = 0
     prompt_tokens: int = 0
-    answer_tokens: int = 0  # the answer budgets: an upper bound
+    answer_tokens: int = 0  # the output limits (answer budgets + reasoning room): an upper bound
     exact: bool = True  # prompt tokens fitted by the model's tokenizer, not estimated
     cost_usd: float | None = None
 
@@ -48,8 +48,9 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
             row.prompt_tokens += round(cell.length * TOKENS_PER_UNIT.get(cell.length_unit, 1.0))
             # The paper's haystack is built to a nominal length, not fitted to it.
             row.exact &= cell.length_unit == "tokens" and not cell.nominal
-        row.answer_tokens += probe_module(cell.probe).answer_budget(
-            cell, model.generation.answer_tokens
+        # the output limit sent: a model that thinks gets room for its reasoning as well
+        row.answer_tokens += model.output_limit(
+            probe_module(cell.probe).answer_budget(cell, model.generation.answer_tokens)
         )
         judge = getattr(probe, "judge", None)
         if judge:

@@ -27,6 +27,9 @@ def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
     warehouse, epoch, cell = (parameters[k] for k in ("warehouse_id", "epoch", "cell_id"))
     purpose = parameters.get("purpose", "answer")
     suffix = "" if purpose == "answer" else f"-{purpose}"
+    # A cell resent on purpose (rerun --validity) must not get its earlier reply back.
+    resend = parameters.get("resend") or ""
+    suffix += f"-resend-{resend}" if resend else ""
     return f"needlescope-query-{warehouse}-{epoch}-{cell}{suffix}"
 
 
@@ -50,8 +53,10 @@ async def query_model(
     label: str,
     request: ChatRequest,
     purpose: str = "answer",
+    resend: str = "",
 ) -> Reply:
-    """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>"."""
+    """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>".
+    ``resend``: the run resending a cell that has an answer (a fresh cache key)."""
     if names := RATE_LIMITS.get(model):
         await rate_limit(names)
     if purpose == "answer":

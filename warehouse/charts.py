@@ -28,6 +28,8 @@ PANEL_COLUMNS = 3
 WIDTH, HEIGHT = 560, 300
 PANEL_WIDTH, PANEL_HEIGHT = 300, 200
 NO_PARSED = "No parsed answers yet: nothing to chart."
+# Beside every accuracy figure: how many answers did not measure recall, and why.
+INVALID = ("invalid", "invalid_why")
 
 # How an axis value reads in a label; anything else is shown as is.
 _LABELS = {
@@ -227,7 +229,7 @@ def accuracy_by_length(
     x_title: str = "context length",
     color_title: str | None = None,
     title: str = "Average accuracy by length",
-    subtitle: str | None = "mean of the parsed answers, with its 95% interval",
+    subtitle: str | None = "mean of the valid parsed answers, with its 95% interval",
 ) -> Chart:
     """Mean accuracy by length, a line per ``color`` (and ``dash``) value, a panel per ``panel``."""
     data = frame.filter(pl.col(y).is_not_null())
@@ -237,7 +239,7 @@ def accuracy_by_length(
     y_title = "mean accuracy (%)"
     y_axis = alt.Y(f"{y}:Q", title=y_title, scale=y_scale)
     fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
-    fields += ["prompt_version", y, low, high, "graded", "answers", "parse_failures"]
+    fields += ["prompt_version", y, low, high, "graded", "answers", "parse_failures", *INVALID]
     return _lines(
         data,
         x=x,
@@ -268,7 +270,7 @@ def parse_failures_by_length(
     x_title: str = "context length",
     color_title: str | None = None,
     title: str = "JSON parse-failure probability by length",
-    subtitle: str | None = "share of the answers with no parseable JSON object",
+    subtitle: str | None = "share of the valid answers with no parseable JSON object",
 ) -> Chart:
     data = frame.filter(pl.col(y).is_not_null())
     if data.is_empty():
@@ -277,7 +279,7 @@ def parse_failures_by_length(
     y_title = "parse failures"
     y_axis = alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(format="%"), scale=y_scale)
     fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
-    fields += ["prompt_version", y, "answers", "parse_failures"]
+    fields += ["prompt_version", y, "answers", "parse_failures", *INVALID]
     return _lines(
         data,
         x=x,
@@ -307,13 +309,15 @@ def accuracy_by_filler(
     high: str | None = "ci95_high",
     panel: str | None = None,
     title: str = "Accuracy by filler",
-    subtitle: str | None = "mean of the parsed answers over all lengths, with its 95% interval",
+    subtitle: str | None = (
+        "mean of the valid parsed answers over all lengths, with its 95% interval"
+    ),
 ) -> Chart:
     """Grouped bars: one group per ``x`` value (a model), one bar per ``group`` (a filler)."""
     data = frame.filter(pl.col(y).is_not_null())
     if data.is_empty():
         return placeholder(title, subtitle=subtitle)
-    fields = [x, group, panel, y, low, high, "graded", "answers", "parse_failures"]
+    fields = [x, group, panel, y, low, high, "graded", "answers", "parse_failures", *INVALID]
     data = _slim(data, fields)
     bars = max(data.group_by(panel).len()["len"].to_list()) if panel else data.height
     width = max(160, min(900, 26 * bars + 20))

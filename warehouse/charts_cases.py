@@ -105,7 +105,7 @@ def depth_length_heatmap(
         x_title=f"context length ({_unit(data)})",
         y_title="depth of the first needle (%)",
         value_title="judge score" if judge else "keyword accuracy (%)",
-        tooltip=["setting", "answers", "judged", "disagreements"],
+        tooltip=["setting", "answers", "judged", "disagreements", "invalid", "invalid_why"],
         empty_message=NO_CASES,
     )
 

@@ -68,6 +68,7 @@ def success_by_n(
         "success_rate",
         "ci95_low",
         "ci95_high",
+        *(c for c in charts.INVALID if c in data.columns),
     )
     ns = sorted(data["n"].unique().to_list())
     y_scale = alt.Scale(domain=[0, 1])
@@ -88,6 +89,7 @@ def success_by_n(
         alt.Tooltip("success_rate:Q", format=".0%"),
         alt.Tooltip("ci95_low:Q", format=".0%"),
         alt.Tooltip("ci95_high:Q", format=".0%"),
+        *(["invalid:Q", "invalid_why:N"] if "invalid" in data.columns else []),
     ]
     layers = [
         base.mark_errorbar(ticks=True, opacity=0.5).encode(

@@ -89,7 +89,9 @@ def stars_accuracy_by_length(
     *,
     y: str = "mean_accuracy",
     title: str = "Counting-Stars: accuracy by length",
-    subtitle: str | None = "mean of the parsed answers; a line per model, order and language",
+    subtitle: str | None = (
+        "mean of the valid parsed answers; a line per model, order and language"
+    ),
 ) -> Chart:
     """One line per model × order × language (and any other axis that varies)."""
     axes = informative(frame, ["model", "order", "language", *VARIANT_AXES])

@@ -262,6 +262,9 @@ SCRIPT = r"""
       parts.push('left out for a parse failure: ' + found.dropped_parse_failures);
     }
     if (found.dropped_errors) parts.push('left out for a failed request: ' + found.dropped_errors);
+    if (found.dropped_invalid) {
+      parts.push('left out as invalid (truncated, refused, …): ' + found.dropped_invalid);
+    }
     overall.textContent = parts.join(' · ');
     overall.className = rowClass(found);
     found.cells.forEach((c) => {
@@ -272,7 +275,7 @@ SCRIPT = r"""
       const small = c.mcnemar_p !== null && c.mcnemar_p < 0.05;
       tr.append(td(length), td(c.needle_count ?? ''), td(c.n), td(num(c.mean_a)),
         td(num(c.mean_b)), td(num(c.diff)), td(interval(c.diff_lo, c.diff_hi)),
-        td(pv(c.mcnemar_p), small ? 'sig-p' : ''), td(c.needle_pairs));
+        td(pv(c.mcnemar_p), small ? 'sig-p' : ''), td(c.needle_pairs), td(c.dropped_invalid));
       body.append(tr);
     });
   }
@@ -304,7 +307,7 @@ def section(data: dict[str, Any]) -> tuple[str, str]:
     head = (
         "<tr><th>length</th><th>needles</th><th>pairs</th><th id='compare-head-a'>A</th>"
         "<th id='compare-head-b'>B</th><th>B − A</th><th>95% interval</th><th>McNemar p</th>"
-        "<th>needle pairs</th></tr>"
+        "<th>needle pairs</th><th>left out: invalid</th></tr>"
     )
     body = f"""
 <section id='comparison'><h2>Compare models</h2>

@@ -515,6 +515,7 @@ _ANSWER_SQL = {
     "error_kind": "s.error_kind",
     "parse_ok": "s.parse_ok",
     "accuracy": "s.accuracy",
+    "validity": "s.validity",
 }
 
 
@@ -879,6 +880,7 @@ def _add_answers(data: dict[str, Any], picked: pl.DataFrame, details: Details) -
             "filler": row["filler"],
             "accuracy": row["accuracy"],
             "parse_ok": row["parse_ok"],
+            "validity": row["validity"],
             "error_kind": row["error_kind"],
             "error": got.get("error"),
             "parse_error": got.get("parse_error"),
@@ -975,6 +977,8 @@ SCRIPT = r"""
     const grade = [
       'epoch ' + answer.epoch, 'repeat ' + answer.repeat, answer.filler,
       answer.error_kind ? 'error: ' + answer.error_kind
+        : answer.validity && answer.validity !== 'valid' && answer.validity !== 'unknown'
+          ? 'invalid (' + answer.validity + '): not counted'
         : answer.parse_ok === null || (answer.parse_ok && answer.accuracy === null)
           ? 'not counted (an empty reply, or keys the seed could not order)'
           : answer.parse_ok ? chart.accuracy + ' ' + fmt(answer.accuracy)

@@ -21,6 +21,7 @@ from typing import Any
 from needlescope.cells import canonical_json, short_hash
 from needlescope.errors import WarehouseError
 from needlescope.grading import grade_recall
+from needlescope.validity import UNKNOWN
 from needlescope.warehouse.rows import analysis_rows
 from needlescope.warehouse.store import Warehouse
 
@@ -28,7 +29,14 @@ RAW_TABLE = re.compile(r"(bytes|tokens)_([0-9]+)")
 STATS_TABLE = re.compile(r"(bytes|tokens)_stats")
 COLUMN_PREFIX = re.compile(r"^(?:bytes|tokens)_")
 NOT_KEPT = "reply not kept by the seed (counted as a parse failure)"
-FAILED = {"response": None, "response_kept": False, "parse_ok": False, "parse_error": NOT_KEPT}
+# The seed stored no finish reason: its answers' validity is unknown, and they count as valid.
+FAILED = {
+    "response": None,
+    "response_kept": False,
+    "parse_ok": False,
+    "parse_error": NOT_KEPT,
+    "validity": UNKNOWN,
+}
 PROBE = "recall"
 # Bump when the meaning of a legacy cell changes, so old and new ones never share an id.
 ID_VERSION = 1
@@ -231,6 +239,7 @@ class _Importer:
                     "response": response,
                     "response_kept": True,
                     "latency_s": None if elapsed is None else float(elapsed),
+                    "validity": UNKNOWN,
                 }
             )
             outcomes, invented, copies = analysis_rows(

@@ -87,6 +87,8 @@ METRICS = (
     "answers",
     "parse_failures",
     "errors",
+    "invalid",
+    "invalid_why",
     "mean_accuracy",
     "ci95",
     "parse_failure_ci95",
@@ -110,6 +112,8 @@ HEADERS = {
     "sd_accuracy": "sd",
     "accuracy_range": "range",
     "mean_latency_s": "latency (s)",
+    "invalid": "invalid answers",
+    "invalid_why": "why invalid",
 }
 
 
@@ -211,6 +215,7 @@ _REPORT_COLUMNS = (
     "parse_ok",
     "accuracy",
     "latency_s",
+    "validity",
 )
 
 
@@ -226,8 +231,10 @@ def _load(
     table = significance.with_intervals(
         con, stats.recall_stats(con, unstable_range, source=source), stats.AXES, source
     )
-    needles = stats.needle_rates(con, source=source)
-    invented = stats.hallucination_rates(con, source=source)
+    # The needle heatmaps show, beside their rates, the config's invalid answers.
+    invalid = table.select(*stats.AXES, *charts.INVALID)
+    needles = _joined(stats.needle_rates(con, source=source), invalid)
+    invented = _joined(stats.hallucination_rates(con, source=source), invalid)
     pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
     probes = []
     for probe in table["probe"].unique(maintain_order=True).to_list():
@@ -250,6 +257,10 @@ def _load(
             )
         )
     return table, probes
+
+
+def _joined(frame: pl.DataFrame, invalid: pl.DataFrame) -> pl.DataFrame:
+    return frame.join(invalid, on=list(stats.AXES), how="left", nulls_equal=True)
 
 
 # ------------------------------------------------------------------------------- charts
@@ -330,7 +341,7 @@ def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
         row_sort = labelled["variant"].unique(maintain_order=True).to_list()
     needles = charts.with_label(data.needles, variants, "variant")
     misorder_top = charts.nice_max(needles["misorder_rate"].max() if needles.height else 0, 1)
-    counts = ["parsed_answers"]
+    counts = ["parsed_answers", *charts.INVALID]
     figures = [
         Figure(
             "position_accuracy",
@@ -340,7 +351,7 @@ def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
                 row=row,
                 row_sort=row_sort,
                 title="Position accuracy",
-                subtitle="% of parsed answers that recalled the needle in order "
+                subtitle="% of valid parsed answers that recalled the needle in order "
                 "(in the longest common subsequence)",
                 x_title=x_title,
                 y_title="needle index",
@@ -357,7 +368,7 @@ def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
                 colors=charts.REDS,
                 row_sort=row_sort,
                 title="Missing needles",
-                subtitle="% of parsed answers that never gave the needle's value",
+                subtitle="% of valid parsed answers that never gave the needle's value",
                 x_title=x_title,
                 y_title="needle index",
                 value_title="missing (%)",
@@ -374,7 +385,7 @@ def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
                 colors=charts.PURPLES,
                 row_sort=row_sort,
                 title="Misordered needles",
-                subtitle="% of parsed answers that gave the needle's value out of order "
+                subtitle="% of valid parsed answers that gave the needle's value out of order "
                 f"(scale 0–{misorder_top:g}%)",
                 x_title=x_title,
                 y_title="needle index",
@@ -404,13 +415,14 @@ def _heatmaps(data: ProbeData, x_title: str) -> list[Figure]:
                 colors=charts.ORANGES,
                 row_sort=row_sort,
                 title="Hallucinations",
-                subtitle="invented values per parsed answer, by the anchors they fall between "
+                subtitle="invented values per valid parsed answer, by the anchors they fall "
+                "between "
                 "(0 = before the first needle, N+1 = after the last)",
                 x_title=x_title,
                 y_title="between needles",
                 value_title="per answer",
                 value_format=".2f",
-                tooltip=["hallucinations", "parsed_answers"],
+                tooltip=["hallucinations", "parsed_answers", *charts.INVALID],
                 empty_message=message,
             ),
         )
@@ -482,6 +494,7 @@ def _overview(data: ProbeData) -> str:
     answers = int(table["answers"].sum())
     failures = int(table["parse_failures"].sum())
     errors = int(table["errors"].sum())
+    invalid = int(table["invalid"].sum())
     lengths = table.group_by("length_unit").agg(
         pl.col("length").min().alias("lo"), pl.max("length")
     )
@@ -491,8 +504,9 @@ def _overview(data: ProbeData) -> str:
     )
     unstable = int(table["unstable"].sum())
     return (
-        f"<p>{table['model'].n_unique()} model(s) · {answers} answers, of which {failures} "
-        f"did not parse · {errors} failed request(s) · lengths {html.escape(spans)} · "
+        f"<p>{table['model'].n_unique()} model(s) · {answers} valid answers, of which {failures} "
+        f"did not parse · {invalid} invalid answer(s) (truncated, refused, …: not in the "
+        f"figures) · {errors} failed request(s) · lengths {html.escape(spans)} · "
         f"{unstable} unstable config(s)</p>"
     )
 
@@ -522,7 +536,9 @@ def _probe_section(
         _overview(data),
         f"<p class='muted'>models: {links}</p>",
         "<h3>Models</h3>",
-        "<p class='muted'>all lengths pooled; accuracy (%) over the parsed answers; "
+        "<p class='muted'>all lengths pooled; accuracy (%) over the valid parsed answers "
+        "(invalid answers — truncated, out of thinking budget, refused, filtered, … — counted "
+        "apart); "
         f"{INTERVALS_NOTE}</p>",
         _table(model_table),
         extra,  # report_extras: accuracy with intervals, the drill-down hint
@@ -539,7 +555,8 @@ def _probe_section(
         body += [
             f"<section id='{anchor(data.probe, 'model', model)}'>",
             f"<h3>{probe} · {html.escape(model)}</h3>",
-            "<p class='muted'>one row per cell config; accuracy (%) over the parsed answers; "
+            "<p class='muted'>one row per cell config; accuracy (%) over the valid parsed "
+            "answers; "
             f"{INTERVALS_NOTE}; shaded rows are unstable (their repeats span more than "
             f"{unstable_range:g} points)</p>",
             _table(_with_interval(rows).select(*axes, *counts, *METRICS)),

@@ -13,6 +13,7 @@ from needlescope.grading import RecallGrade, analyze_errors
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables
 from needlescope.providers.base import Reply
+from needlescope.validity import validity_of
 
 INTERNAL_ERROR = "internal"
 # finish reasons of a reply cut off by its token limit (OpenAI, Anthropic, Gemini spellings)
@@ -87,6 +88,8 @@ def graded_row(
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "reasoning_tokens": reply.reasoning_tokens,
+        "cached_tokens": reply.cached_tokens,
+        "validity": validity_of(reply),
         "finish_reason": reply.finish_reason,
         "latency_s": reply.latency_s,
         "model_version": reply.model_version,

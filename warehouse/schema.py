@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 # 2: answers.uncounted; cells.prompt_bytes and cells.length_budget (the recall seed's terms).
-SCHEMA_VERSION = 2
+# 3: answers.validity and answers.cached_tokens (whether an answer measures recall).
+SCHEMA_VERSION = 3
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -107,6 +108,11 @@ ANSWERS = pa.schema(
         # Why a reply that is no parse failure is left out of the counts (recall: an empty
         # reply, or keys the seed's analysis could not order); NULL when it counts.
         ("uncounted", pa.string()),
+        # Whether the answer measures recall (needlescope.validity): valid, truncated,
+        # thinking_exhausted, refused, content_filtered, context_exceeded, empty, or unknown
+        # (no finish reason to judge by; counted as valid). NULL for a failed request.
+        ("validity", pa.string()),
+        ("cached_tokens", pa.int64()),  # prompt tokens the provider read from its cache
     ]
 )
 

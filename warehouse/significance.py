@@ -1,8 +1,9 @@
 """Statistics people can trust: intervals, paired comparisons, drift and unstable cells.
 
 Everything reads the warehouse's views (``results``, ``runs``, ``raw_needle_outcomes``) and
-follows the seed's rule: parse failures count as answers but are excluded from accuracy
-figures; failed requests (``error_kind`` set) are neither.
+counts valid answers only (``stats.COUNTED``; the invalid ones are counted apart, as
+``invalid``), following the seed's rule: parse failures count as answers but are excluded
+from accuracy figures; failed requests (``error_kind`` set) are neither.
 
 * Rates (needle hits, parse failures) are in 0-1 with Wilson score intervals.
 * Accuracies are in 0-100 with percentile-bootstrap intervals of the mean. The bootstrap is
@@ -35,6 +36,8 @@ import polars as pl
 from needlescope.warehouse.stats import (
     AXES,
     COUNTED,
+    INVALID_FIGURES,
+    PARSED,
     UNSTABLE_RANGE,
     UNSTABLE_VARIABLE,
     summary_sql,
@@ -228,8 +231,10 @@ def accuracy_table(
 
     One row per group of the ``results`` of ``probe`` (of ``epoch``, else of every epoch):
 
-    * ``answers`` (no request error), ``errors``, ``graded`` (answers with an accuracy:
-      parsed ones, and the parse failures a probe scores, as counting_stars scores them 0);
+    * ``answers`` (valid answers), ``errors``, ``graded`` (valid answers with an accuracy:
+      parsed ones, and the parse failures a probe scores, as counting_stars scores them 0),
+      ``invalid`` (answers that do not measure recall) and ``invalid_why`` (their validities,
+      counted);
     * ``mean_accuracy`` (0-100, graded answers only) with its 95% interval ``accuracy_lo`` /
       ``accuracy_hi`` and ``interval_method`` ("bootstrap", "normal" above
       :data:`BOOTSTRAP_MAX_N` answers, null without parsed answers);
@@ -243,22 +248,35 @@ def accuracy_table(
         raise ValueError("accuracy_table needs at least one axis")
     _check_columns(con, axes)
     needed = list(
-        dict.fromkeys(["run_id", "epoch", "cell_id", "error_kind", "parse_ok", "accuracy", *axes])
+        dict.fromkeys(
+            [
+                "run_id",
+                "epoch",
+                "cell_id",
+                "error_kind",
+                "parse_ok",
+                "accuracy",
+                "validity",
+                *axes,
+            ]
+        )
     )
     source, params = _filtered_results(probe, epoch, _quoted(needed))
     cols = _quoted(axes)
-    parsed = COUNTED
+    parsed = PARSED
+    counted = f"error_kind IS NULL AND {COUNTED}"
     frame = con.sql(
         f"""
         WITH r AS MATERIALIZED (SELECT * FROM {source}),
         per_group AS (
             SELECT {cols},
-                   count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
+                   count(*) FILTER (WHERE {counted} AND parse_ok IS NOT NULL) AS answers,
                    count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
                    count(*) FILTER (WHERE {parsed}) AS graded,
                    avg(accuracy) FILTER (WHERE {parsed}) AS mean_accuracy,
                    list(accuracy) FILTER (WHERE {parsed}) AS accuracies,
-                   count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures
+                   count(*) FILTER (WHERE {counted} AND NOT parse_ok) AS parse_failures,
+                   {INVALID_FIGURES}
             FROM r GROUP BY {cols}
         ),
         needles AS (
@@ -267,6 +285,7 @@ def accuracy_table(
                    count(*) FILTER (WHERE o.outcome = 'correct') AS needles_correct
             FROM raw_needle_outcomes o
             JOIN r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id
+            WHERE r.{COUNTED}
             GROUP BY {_quoted(axes, "r.")}
         )
         SELECT g.*, coalesce(n.needles, 0) AS needles,
@@ -300,6 +319,8 @@ def accuracy_table(
         "answers",
         "errors",
         "graded",
+        "invalid",
+        "invalid_why",
         "mean_accuracy",
         column("accuracy_lo", [a[0] for a in accuracy]),
         column("accuracy_hi", [a[1] for a in accuracy]),
@@ -337,7 +358,7 @@ def with_intervals(
         f"""
         WITH p AS (
             SELECT {cols}, accuracy, count(*) OVER (PARTITION BY {cols}) AS n
-            FROM {source} WHERE {COUNTED}
+            FROM {source} WHERE {PARSED}
         )
         SELECT {cols}, count(*) AS n, avg(accuracy) AS mean, stddev_samp(accuracy) AS sd,
                list(accuracy) FILTER (WHERE n <= {BOOTSTRAP_MAX_N}) AS accuracies
@@ -387,7 +408,8 @@ def effective_context_length(table: pl.DataFrame, threshold: float = 85.0) -> pl
     at every shorter length tested; ``effective_length`` is the longest such L, null when
     the shortest length already fails. A length without a figure (no parsed answer) fails.
     ``effective_length_lo`` / ``_hi`` apply the same rule to the intervals' lower / upper
-    bounds. Also: ``lengths_tested``, ``longest_tested``, ``threshold``.
+    bounds. Also: ``lengths_tested``, ``longest_tested``, ``threshold`` and, when ``table``
+    has it, ``invalid``: the answers at all lengths that did not measure recall.
     """
     required = {"model", "length", "mean_accuracy", "accuracy_lo", "accuracy_hi"}
     missing = required - set(table.columns)
@@ -415,6 +437,11 @@ def effective_context_length(table: pl.DataFrame, threshold: float = 85.0) -> pl
             pl.col("length").filter(pl.col("ok_accuracy_hi")).max().alias("effective_length_hi"),
             pl.len().cast(pl.Int64).alias("lengths_tested"),
             pl.col("length").max().alias("longest_tested"),
+            *(
+                [pl.col("invalid").sum().cast(pl.Int64).alias("invalid")]
+                if "invalid" in table.columns
+                else []
+            ),
         )
         .with_columns(pl.lit(float(threshold)).alias("threshold"))
     )
@@ -449,9 +476,10 @@ class Side:
 class Comparison:
     """Paired comparison of side ``b`` against side ``a`` (differences are ``b - a``).
 
-    ``n_pairs``: pairs parsed on both sides. Pairs where either side is a parse failure
-    (``dropped_parse_failures``) or a failed request (``dropped_errors``) are left out, as
-    are answers with no partner (``unpaired_a`` / ``unpaired_b``). ``diff_lo`` /
+    ``n_pairs``: pairs valid and parsed on both sides. Pairs where either side is a failed
+    request (``dropped_errors``), an invalid answer (``dropped_invalid``: truncated, refused…)
+    or a parse failure (``dropped_parse_failures``) are left out, as are answers with no
+    partner (``unpaired_a`` / ``unpaired_b``). ``diff_lo`` /
     ``diff_hi``: the paired-bootstrap 95% interval of the mean difference; ``significant``:
     it excludes 0. McNemar: per-needle hits of the pairs, ``mcnemar_b01`` = missed by a and
     hit by b, ``mcnemar_b10`` = the reverse, ``mcnemar_p`` the exact two-sided p-value.
@@ -467,6 +495,7 @@ class Comparison:
     n_pairs: int
     dropped_parse_failures: int
     dropped_errors: int
+    dropped_invalid: int
     unpaired_a: int
     unpaired_b: int
     mean_a: float
@@ -517,7 +546,8 @@ def _side_sql(name: str, side: Side, key: str, params: dict[str, Any]) -> str:
         where += f" AND epoch = ${name}_epoch"
     return f"""{name} AS (
         SELECT {key} AS pair_key, true AS present, run_id, epoch, cell_id, length_unit,
-               length, needle_count, error_kind, parse_ok, accuracy
+               length, needle_count, error_kind, parse_ok, accuracy,
+               {COUNTED} AS counted
         FROM results WHERE {where}
     )"""
 
@@ -545,6 +575,7 @@ def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[str, dict[st
                CASE WHEN x.present IS NULL THEN 'only_b'
                     WHEN y.present IS NULL THEN 'only_a'
                     WHEN x.error_kind IS NOT NULL OR y.error_kind IS NOT NULL THEN 'error'
+                    WHEN NOT (x.counted AND y.counted) THEN 'invalid'
                     WHEN x.accuracy IS NOT NULL AND y.accuracy IS NOT NULL THEN 'paired'
                     ELSE 'parse_failure' END AS status
         FROM side_a x FULL OUTER JOIN side_b y ON x.pair_key = y.pair_key
@@ -558,11 +589,12 @@ def _cell_figures(
     """Per cell (length unit × length × needle count) answered on both sides: the pairs'
     figures, as in :class:`Comparison`."""
     keys = list(CELL_AXES)
-    both = pairs.filter(pl.col("status").is_in(["paired", "parse_failure", "error"]))
+    both = pairs.filter(pl.col("status").is_in(["paired", "parse_failure", "error", "invalid"]))
     counts = both.group_by(keys).agg(
         (pl.col("status") == "paired").sum().cast(pl.Int64).alias("n"),
         (pl.col("status") == "parse_failure").sum().cast(pl.Int64).alias("dropped_parse_failures"),
         (pl.col("status") == "error").sum().cast(pl.Int64).alias("dropped_errors"),
+        (pl.col("status") == "invalid").sum().cast(pl.Int64).alias("dropped_invalid"),
     )
     kept = pairs.filter(pl.col("status") == "paired").with_columns(
         (pl.col("b_accuracy") - pl.col("a_accuracy")).alias("d")
@@ -613,6 +645,7 @@ def _cell_figures(
             "n",
             "dropped_parse_failures",
             "dropped_errors",
+            "dropped_invalid",
             "mean_a",
             "mean_b",
             "diff",
@@ -698,6 +731,7 @@ def paired_comparison(
         n_pairs=kept.height,
         dropped_parse_failures=int((status == "parse_failure").sum()),
         dropped_errors=int((status == "error").sum()),
+        dropped_invalid=int((status == "invalid").sum()),
         unpaired_a=int((status == "only_a").sum()),
         unpaired_b=int((status == "only_b").sum()),
         mean_a=_mean(kept["a_accuracy"]),
@@ -805,6 +839,7 @@ def _drift_entry(model: str, epoch: str, found: Comparison | None) -> dict[str, 
             "previous": None,
             "n_pairs": 0,
             "dropped_parse_failures": 0,
+            "dropped_invalid": 0,
             "mean_previous": None,
             "mean_now": None,
             "diff": None,
@@ -819,6 +854,7 @@ def _drift_entry(model: str, epoch: str, found: Comparison | None) -> dict[str, 
         "previous": found.a.epoch,
         "n_pairs": found.n_pairs,
         "dropped_parse_failures": found.dropped_parse_failures,
+        "dropped_invalid": found.dropped_invalid,
         "mean_previous": _json_float(found.mean_a),
         "mean_now": _json_float(found.mean_b),
         "diff": _json_float(found.diff),
@@ -844,7 +880,7 @@ def unstable_cells(
     their repeats (and epochs, unless ``epoch`` picks one): the ``unstable`` flag of the
     ``recall_stats`` view, computed by the same SQL with ``spread`` as its threshold.
 
-    Columns: the axes, ``epochs``, ``repeats``, ``graded``, ``min_accuracy``,
+    Columns: the axes, ``epochs``, ``repeats``, ``graded``, ``invalid``, ``min_accuracy``,
     ``max_accuracy``, ``accuracy_range`` and ``accuracies`` (ordered by epoch and repeat).
     """
     if not math.isfinite(spread) or spread < 0:
@@ -855,10 +891,10 @@ def unstable_cells(
         WITH s AS ({summary_sql(AXES, source)}),
         acc AS (
             SELECT {cols}, list(accuracy ORDER BY epoch, "repeat", accuracy) AS accuracies
-            FROM {source} WHERE {COUNTED}
+            FROM {source} WHERE {PARSED}
             GROUP BY {cols}
         )
-        SELECT {_quoted(AXES, "s.")}, s.epochs, s.repeats, s.graded, s.min_accuracy,
+        SELECT {_quoted(AXES, "s.")}, s.epochs, s.repeats, s.graded, s.invalid, s.min_accuracy,
                s.max_accuracy, s.accuracy_range, acc.accuracies
         FROM s JOIN acc ON {_same(AXES, "s", "acc")}
         WHERE s.unstable

@@ -64,6 +64,8 @@ def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) 
                 _pct(r["parse_failure_rate"]),
                 interval(r["parse_failure_lo"], r["parse_failure_hi"], scale=100),
                 number(r["errors"]),
+                number(r["invalid"]),
+                r["invalid_why"] or "",
             ]
         )
     headers = [
@@ -80,11 +82,14 @@ def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) 
         "rate (%)",
         "95% interval",
         "failed requests",
+        "invalid answers",
+        "why invalid",
     ]
-    numeric = [h not in ("model", "method") for h in headers]
+    numeric = [h not in ("model", "method", "why invalid") for h in headers]
     return (
         "<h4>Accuracy with 95% intervals</h4>"
-        "<p class='muted'>mean accuracy of the parsed answers (n) with its bootstrap 95% interval "
+        "<p class='muted'>mean accuracy of the valid parsed answers (n) with its bootstrap 95% "
+        "interval "
         "(normal above "
         f"{significance.BOOTSTRAP_MAX_N:,} answers); needle hits and parse failures with Wilson "
         "95% intervals (the needles of one answer are not independent: their interval is "
@@ -115,6 +120,7 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
                 _length(r["effective_length_hi"]),
                 number(r["lengths_tested"]),
                 number(r["longest_tested"]),
+                number(r.get("invalid")),
             ]
         )
     headers = [
@@ -125,9 +131,10 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
         "by the upper bounds",
         "lengths tested",
         "longest tested",
+        "invalid answers",
     ]
     return (
-        table(headers, rows, numeric=[False, False, True, True, True, True, True])
+        table(headers, rows, numeric=[False, False, True, True, True, True, True, True])
         + "<p class='muted'>none: below the threshold already at the shortest length tested</p>"
     )
 
@@ -164,6 +171,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
                 d["previous"] or "(none of the same config)",
                 d["epoch"],
                 number(d["n_pairs"]),
+                number(d["dropped_invalid"]),
                 number(d["mean_previous"]),
                 number(d["mean_now"]),
                 number(d["diff"]),
@@ -178,6 +186,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
         "previous epoch",
         "epoch",
         "pairs",
+        "left out: invalid",
         "before",
         "now",
         "now − before",
@@ -185,7 +194,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
         "McNemar p",
         "flag",
     ]
-    numeric = [False, False, False, True, True, True, True, True, True, False]
+    numeric = [False, False, False, True, True, True, True, True, True, True, False]
     return table(
         headers, rows, numeric=numeric, row_classes=classes, table_id=f"drift-{anchor(probe)}"
     )
@@ -212,6 +221,7 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
                 number(r["epochs"]),
                 number(r["repeats"]),
                 number(r["graded"]),
+                number(r["invalid"]),
                 number(r["min_accuracy"]),
                 number(r["max_accuracy"]),
                 number(r["accuracy_range"]),
@@ -219,8 +229,8 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
             ]
         )
     headers = [a.replace("_", " ") for a in axes]
-    headers += ["epochs", "repeats", "parsed", "min", "max", "spread", "accuracies"]
-    numeric = [a == "length" for a in axes] + [True] * 6 + [False]
+    headers += ["epochs", "repeats", "parsed", "invalid", "min", "max", "spread", "accuracies"]
+    numeric = [a == "length" for a in axes] + [True] * 7 + [False]
     more = frame.height - shown.height
     note = f"<p class='muted'>… and {more} more (the widest spreads are shown).</p>" if more else ""
     return table(headers, rows, numeric=numeric, table_id=f"unstable-{anchor(probe)}") + note
@@ -246,7 +256,9 @@ def section(
         "against the previous epoch of the same config, paired by cell; flagged when the paired "
         "bootstrap 95% interval of the difference excludes 0. <b>Unstable cells</b>: cell "
         f"configs whose parsed answers (repeats and epochs) span more than {spread:g} accuracy "
-        "points.</p>",
+        "points. All of them are over valid answers: an answer that was truncated, ran out of "
+        "thinking budget, was refused or filtered is counted apart (invalid), never as a "
+        "model that forgot.</p>",
     ]
     for probe in probes:
         body += [

@@ -1,10 +1,11 @@
 """Error statistics as tidy Polars frames, read from the views (never from file paths).
 
 Every summary is one SQL definition, :func:`summary_sql`, grouped by whichever axes a table
-or chart needs. The accuracy figures are over the answers that have an accuracy
-(:data:`COUNTED`): a recall parse failure counts as an answer but has none (the seed's rule),
-while a counting_stars reply with no list scores 0 (needlescope's rule); failed requests
-(``error_kind`` set) are counted apart as ``errors``.
+or chart needs. Accuracy figures are over valid answers (``COUNTED``: validity ``valid`` or
+``unknown``) that have an accuracy (``PARSED``): a recall parse failure counts as an answer but
+has none (the seed's rule), while a counting_stars reply with no list scores 0 (needlescope's
+rule). The other answers are counted apart as ``invalid``, with ``invalid_why`` naming their
+validities; failed requests (``error_kind`` set) are counted apart as ``errors``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,22 @@ from collections.abc import Mapping, Sequence
 
 import duckdb
 import polars as pl
+
+from needlescope import validity as _validity
+
+# An answer that measures recall; accuracy figures are computed over these only.
+COUNTED = f"validity IN ({', '.join(repr(v) for v in sorted(_validity.COUNTED))})"
+INVALID = f"validity NOT IN ({', '.join(repr(v) for v in sorted(_validity.COUNTED))})"
+# A valid answer with an accuracy, the accuracy figures' rows: parsed answers, and the parse
+# failures a probe scores (counting_stars scores a reply with no list 0; recall scores none).
+PARSED = f"error_kind IS NULL AND {COUNTED} AND accuracy IS NOT NULL"
+# How many answers were invalid, and why ("thinking_exhausted 2, truncated 3").
+INVALID_FIGURES = (
+    f"count(*) FILTER (WHERE {INVALID}) AS invalid,\n"
+    "           array_to_string(list_transform(list_sort(map_entries(\n"
+    f"               histogram(validity) FILTER (WHERE {INVALID})\n"
+    "           )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why"
+)
 
 # The axes of a recall cell config: its repeats (and epochs) differ in nothing else.
 AXES: tuple[str, ...] = (
@@ -28,9 +45,6 @@ AXES: tuple[str, ...] = (
 )
 # A cell config within a probe's section: every grid axis but the probe and the repeat.
 CONFIG_AXES: tuple[str, ...] = AXES[1:]
-# The answers an accuracy mean is taken over: graded ones, parse failures a probe scores
-# (counting_stars: 0) included, those it leaves without an accuracy (recall's) not.
-COUNTED = "error_kind IS NULL AND accuracy IS NOT NULL"
 UNSTABLE_RANGE = 30.0
 UNSTABLE_VARIABLE = "recall_unstable_range"
 
@@ -62,19 +76,23 @@ def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     views' figure; the report replaces it with ``significance.with_intervals``).
     ``accuracy_range`` is max - min over the parsed answers (the repeats and epochs of one
     config when grouped by :data:`AXES`); ``unstable`` flags a range wider than the DuckDB
-    variable ``recall_unstable_range`` (default 30 points).
+    variable ``recall_unstable_range`` (default 30 points). Every figure but ``errors``,
+    ``invalid`` and ``invalid_why`` is over valid answers.
     """
     cols = _quoted(axes)
-    parsed = COUNTED
+    parsed = PARSED
     return f"""
 WITH per_group AS (
     SELECT {cols},
            count(DISTINCT epoch) AS epochs,
            count(DISTINCT "repeat") AS repeats,
-           count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
-           count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
+           count(*) FILTER (WHERE error_kind IS NULL AND {COUNTED} AND parse_ok IS NOT NULL)
+               AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND {COUNTED} AND NOT parse_ok)
+               AS parse_failures,
            count(*) FILTER (WHERE {parsed}) AS graded,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
+           {INVALID_FIGURES},
            avg(accuracy) FILTER (WHERE {parsed}) AS mean_accuracy,
            median(accuracy) FILTER (WHERE {parsed}) AS median_accuracy,
            min(accuracy) FILTER (WHERE {parsed}) AS min_accuracy,
@@ -90,7 +108,7 @@ WITH per_group AS (
            * sd_accuracy / sqrt(graded) AS ci95_half_width
     FROM per_group
 )
-SELECT {cols}, epochs, repeats, answers, parse_failures, graded, errors,
+SELECT {cols}, epochs, repeats, answers, parse_failures, graded, errors, invalid, invalid_why,
        parse_failures / nullif(answers, 0) AS parse_failure_rate,
        mean_accuracy,
        -- greatest/least skip NULLs: no interval (under 2 parsed answers) must stay NULL
@@ -111,7 +129,11 @@ FROM with_interval
 
 
 def needle_counts_sql(
-    axes: Sequence[str], counts: Mapping[str, str], source: str = "results"
+    axes: Sequence[str],
+    counts: Mapping[str, str],
+    source: str = "results",
+    *,
+    counted_only: bool = True,
 ) -> str:
     """``counts`` (name: aggregate over needle rows) per ``axes`` × needle index, over the
     needle outcomes of the results in ``source`` — the same figures as grouping the
@@ -121,13 +143,15 @@ def needle_counts_sql(
     needle rows carries one integer per row and the grouping is by (config, needle index) only:
     a small hash table instead of one keyed by every axis. ``axes`` are the result's own values
     (model and probe from the answer, the rest from its cell), as in ``needle_outcomes``.
+    ``counted_only``: the valid answers' needles only (False: every answer's, as the seed).
     """
     cols = _quoted(axes)
+    where = f"WHERE {COUNTED}" if counted_only else ""
     same = " AND ".join(f'k."{a}" IS NOT DISTINCT FROM g."{a}"' for a in axes)
     figures = ",\n           ".join(f"{expr} AS {name}" for name, expr in counts.items())
     return f"""
 WITH keys AS MATERIALIZED (
-    SELECT run_id, epoch, cell_id, {cols} FROM {source}
+    SELECT run_id, epoch, cell_id, {cols} FROM {source} {where}
 ), configs AS MATERIALIZED (
     SELECT *, row_number() OVER () AS config_id FROM (SELECT DISTINCT {cols} FROM keys)
 ), keyed AS (
@@ -160,6 +184,7 @@ _POSITION_ACCURACY_SQL = needle_counts_sql(
         "total_records": "count(*)",
         "probability": "100.0 * count(*) FILTER (WHERE o.in_lcs) / count(*)",
     },
+    counted_only=False,  # the seed's figure: every parsed answer, whatever its validity
 ).strip()
 POSITION_ACCURACY_VIEW = f"""
 -- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it
@@ -170,8 +195,9 @@ CREATE OR REPLACE VIEW position_accuracy AS
 
 RECALL_STATS_VIEW = f"""
 -- Per recall cell config (model × length × needle count × filler × prompt × placement ×
--- region): counts, accuracy figures over parsed answers, the spread of its repeats and
--- an `unstable` flag (SET VARIABLE {UNSTABLE_VARIABLE} = 20; to change the threshold).
+-- region): counts, accuracy figures over valid parsed answers (the invalid ones counted apart
+-- in `invalid`, `invalid_why` saying why), the spread of its repeats and an `unstable` flag
+-- (SET VARIABLE {UNSTABLE_VARIABLE} = 20; to change the threshold).
 CREATE OR REPLACE VIEW recall_stats AS
 {summary_sql(AXES).strip()};
 """
@@ -245,7 +271,7 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
         f"""
         WITH parsed AS (
             SELECT {cols}, count(*) AS parsed_answers
-            FROM {source} WHERE error_kind IS NULL AND parse_ok AND accuracy IS NOT NULL
+            FROM {source} WHERE {PARSED}
             GROUP BY {cols}
         ), found AS (
             -- the hallucinations view's rows (those of the answers in results), by config
@@ -254,6 +280,7 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
             FROM raw_hallucinations h
             JOIN {source} r ON r.run_id = h.run_id AND r.epoch = h.epoch
                 AND r.cell_id = h.cell_id
+            WHERE r.{COUNTED}
             GROUP BY ALL
         ), intervals AS (
             SELECT DISTINCT {_quoted(variant)}, key_from, key_to FROM found

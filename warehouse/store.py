@@ -238,6 +238,18 @@ class Warehouse:
         )
         return {cell: kind for cell, kind in rows}
 
+    def answer_validities(self, epoch: str) -> dict[str, str]:
+        """Cells of an epoch with a graded answer: the validity of the latest one (the answer
+        ``results`` shows); ``unknown`` for answers stored before validity existed."""
+        self.upgrade()  # an older warehouse's files lack the column: the empty file adds it
+        rows = self.query_table(
+            "answers",
+            "SELECT cell_id, coalesce(arg_max(validity, answered_at), 'unknown') FROM t "
+            "WHERE epoch = ? AND error_kind IS NULL GROUP BY cell_id",
+            [epoch],
+        )
+        return {cell: validity for cell, validity in rows}
+
     def run_start(self, run_id: str) -> dict[str, Any] | None:
         """The `start` row of a run (its epoch, config and flow run), or None if unknown."""
         rows = self.query_table(

@@ -60,6 +60,9 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        a.detail, a.truncated, a.cost_usd, c.length_basis, c.length_budget, c.prompt_bytes,
        -- a judge's verdict (cases, rag); NULL when not judged or unreadable (U-NIAH's -1)
        TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER) AS judge_score,
+       -- rows written before validity existed had no finish reason to judge by: unknown
+       coalesce(a.validity, CASE WHEN a.error_kind IS NULL THEN 'unknown' END) AS validity,
+       a.cached_tokens,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)
@@ -75,6 +78,9 @@ SELECT * FROM results WHERE error_kind IS NOT NULL;
 -- counting_stars reply with no list scores 0 and stays in the mean (needlescope's rule). An
 -- empty recall reply (parse_ok NULL) is neither, and an answer the seed's analysis could not
 -- order (accuracy NULL, `uncounted` says why) is an answer but not graded.
+-- Seed-exact: every answer counts as the seed counted it, whatever its validity (a truncated
+-- reply that does not parse is a parse failure); `invalid` / `invalid_why` say how many of
+-- them do not measure recall, and recall_stats gives the figures over valid answers only.
 CREATE OR REPLACE VIEW accuracy_by_length AS
 SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
        count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
@@ -86,7 +92,11 @@ SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
        min(accuracy) FILTER (WHERE error_kind IS NULL) AS min_accuracy,
        max(accuracy) FILTER (WHERE error_kind IS NULL) AS max_accuracy,
        stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL) AS sd_accuracy,
-       avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s
+       avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s,
+       count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
+       array_to_string(list_transform(list_sort(map_entries(
+           histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
+       )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why
 FROM results
 GROUP BY ALL;
 
@@ -106,7 +116,7 @@ SELECT * FROM {table:duplicates};
 CREATE OR REPLACE VIEW needle_outcomes AS
 SELECT o.run_id, o.epoch, o.cell_id, r.model, r.probe, r.length, r.length_unit, r.needle_count,
        r.filler, r.prompt_version, r.placement, r.region, r."repeat", o.needle_index,
-       o.expected, o.in_lcs, o.outcome
+       o.expected, o.in_lcs, o.outcome, r.validity
 FROM raw_needle_outcomes o
 JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id;
 

@@ -25,7 +25,7 @@ WITH scored AS (
            json_extract_string(a.detail, '$.judge_model') AS judge_model,
            json_extract_string(a.detail, '$.judge_reason') AS judge_reason,
            json_extract_string(a.detail, '$.judge_error') AS judge_error,
-           r.latency_s, r.error_kind, r.error, r.answered_at, c.facts, a.detail
+           r.latency_s, r.error_kind, r.error, r.answered_at, r.validity, c.facts, a.detail
     FROM results r
     JOIN cells c USING (cell_id)
     -- results does not carry the detail column: take it from the very answer results picked.
@@ -41,23 +41,30 @@ SELECT * EXCLUDE (facts, detail),
        facts, detail
 FROM scored;
 
--- Depth × length grid for heatmaps: answers over repeats (and epochs) of each setting.
+-- Depth × length grid for heatmaps: valid answers over repeats (and epochs) of each setting
+-- (the invalid ones counted apart in `invalid`, with `invalid_why`).
 CREATE OR REPLACE VIEW cases_depth_length AS
 SELECT model, "case", mode, rag_mode, filler, prompt_version, length, length_unit, depth,
-       count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+       count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS answers,
        count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-       avg(keyword_accuracy) FILTER (WHERE error_kind IS NULL) AS mean_keyword_accuracy,
-       count(judge_score) AS judged,
-       avg(judge_score) AS mean_judge_score,
-       count(*) FILTER (WHERE disagreement) AS disagreements
+       count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
+           array_to_string(list_transform(list_sort(map_entries(
+               histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
+           )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why,
+       avg(keyword_accuracy) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS mean_keyword_accuracy,
+       count(judge_score) FILTER (WHERE validity IN ('valid', 'unknown')) AS judged,
+       avg(judge_score) FILTER (WHERE validity IN ('valid', 'unknown')) AS mean_judge_score,
+       count(*) FILTER (WHERE disagreement AND validity IN ('valid', 'unknown')) AS disagreements
 FROM cases_scores
 GROUP BY ALL;
 
--- Each graded RAG answer next to the graded LLM answer of the same model and pair_id (same
--- case, length, depth, filler and repeat): from the same epoch when there is one, else the
--- latest. One row per (epoch, RAG cell).
+-- Each graded valid RAG answer next to the graded valid LLM answer of the same model and
+-- pair_id (same case, length, depth, filler and repeat): from the same epoch when there is one,
+-- else the latest. One row per (epoch, RAG cell).
 CREATE OR REPLACE VIEW cases_llm_vs_rag AS
-WITH graded AS (SELECT * FROM cases_scores WHERE error_kind IS NULL)
+WITH graded AS (
+    SELECT * FROM cases_scores WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')
+)
 SELECT r.epoch, r.model, r."case", r.filler, r.length, r.length_unit, r.depth, r."repeat",
        r.rag_mode, r.pair_id, l.epoch AS llm_epoch, l.cell_id AS llm_cell_id,
        r.cell_id AS rag_cell_id,

@@ -28,8 +28,8 @@ SELECT o.*,
 FROM needle_outcomes o JOIN cells c USING (cell_id)
 WHERE o.probe = 'counting_stars';
 
--- The paper's heatmap: for each star (in context order) and length, the share of the answers
--- that found its count.
+-- The paper's heatmap: for each star (in context order) and length, the share of the valid
+-- answers that found its count.
 CREATE OR REPLACE VIEW stars_by_index AS
 SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning, filler,
        prompt_version, needle_index,
@@ -38,9 +38,11 @@ SELECT model, length, length_unit, needle_count AS stars, language, "order", rea
        avg(CAST(in_lcs AS DOUBLE)) AS share_found,
        avg(score) AS mean_score
 FROM stars_outcomes
+WHERE validity IN ('valid', 'unknown')
 GROUP BY ALL;
 
--- Accuracy by length. A reply with no list scores 0 and stays in mean_accuracy (needlescope's
+-- Accuracy by length, over valid answers (the invalid ones counted apart in `invalid`, with
+-- `invalid_why`). A reply with no list scores 0 and stays in mean_accuracy (needlescope's
 -- rule: every star missed); it is also counted as a parse failure, and mean_accuracy_parsed
 -- leaves parse failures out. Over the lengths of each variant, mean_over_lengths averages the
 -- per-length means and length_weighted_accuracy weights each length's mean by the length
@@ -49,17 +51,24 @@ CREATE OR REPLACE VIEW stars_accuracy_by_length AS
 WITH by_length AS (
     SELECT model, length, length_unit, needle_count AS stars, language, "order", reasoning,
            filler, prompt_version,
-           count(*) FILTER (WHERE error_kind IS NULL) AS answers,
-           count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-           count(*) FILTER (WHERE error_kind IS NULL AND accuracy IS NOT NULL) AS graded,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND NOT parse_ok)
+               AS parse_failures,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND accuracy IS NOT NULL)
+               AS graded,
            count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-           avg(accuracy) FILTER (WHERE error_kind IS NULL) AS mean_accuracy,
-           avg(accuracy) FILTER (WHERE error_kind IS NULL AND parse_ok) AS mean_accuracy_parsed,
-           stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL) AS sd_accuracy,
+           count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
+           array_to_string(list_transform(list_sort(map_entries(
+               histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
+           )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why,
+           avg(accuracy) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS mean_accuracy,
+           avg(accuracy) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND parse_ok)
+               AS mean_accuracy_parsed,
+           stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS sd_accuracy,
            -- a parse failure graded before issue 13 has no figures: it found no star
-           avg(CAST(coalesce(correct, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL)
+           avg(CAST(coalesce(correct, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown'))
                AS mean_stars_found,
-           avg(CAST(coalesce(extra, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL)
+           avg(CAST(coalesce(extra, 0) AS DOUBLE)) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown'))
                AS mean_out_of_truth
     FROM stars_results
     GROUP BY ALL
@@ -82,6 +91,7 @@ SELECT model, length_unit, stars, language, "order", reasoning, filler, prompt_v
        CAST(sum(answers) AS BIGINT) AS answers,
        CAST(sum(parse_failures) AS BIGINT) AS parse_failures,
        CAST(sum(errors) AS BIGINT) AS errors,
+       CAST(sum(invalid) AS BIGINT) AS invalid,
        any_value(mean_over_lengths) AS mean_over_lengths,
        any_value(length_weighted_accuracy) AS length_weighted_accuracy
 FROM stars_accuracy_by_length

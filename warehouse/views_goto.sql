@@ -5,7 +5,8 @@
 -- answers.detail.
 
 -- One row per goto cell per epoch that reached the model: its result, facts and grading detail.
--- success is NULL for a failed request; a reply with no readable number counts as no success.
+-- success is NULL for a failed request and for an invalid answer (validity: truncated, refused,
+-- …); a valid reply with no readable number counts as no success.
 CREATE OR REPLACE VIEW goto_results AS
 SELECT r.run_id, r.epoch, r.cell_id, r.context_id, r.model, r.prompt_version, r."repeat",
        r.length AS n,
@@ -25,7 +26,9 @@ SELECT r.run_id, r.epoch, r.cell_id, r.context_id, r.model, r.prompt_version, r.
        TRY_CAST(r.expected AS BIGINT) AS expected,
        TRY_CAST(r.answered AS BIGINT) AS answered,
        r.response, r.parse_ok, r.parse_error, r.accuracy,
-       CASE WHEN r.error_kind IS NULL THEN coalesce(r.accuracy = 100, false) END AS success,
+       CASE WHEN r.error_kind IS NULL AND r.validity IN ('valid', 'unknown') THEN coalesce(r.accuracy = 100, false)
+       END AS success,
+       r.validity,
        TRY_CAST(json_extract_string(a.detail, '$.answered_line') AS BIGINT) AS answered_line,
        TRY_CAST(json_extract_string(a.detail, '$.offset') AS BIGINT) AS "offset",
        TRY_CAST(json_extract_string(a.detail, '$.shown_offset') AS BIGINT) AS shown_offset,
@@ -39,15 +42,21 @@ LEFT JOIN answers a
    AND a.answered_at = r.answered_at AND a.error_kind IS NULL
 WHERE r.probe = 'goto';
 
--- The seed's success rate per n: exact answers over all answers (parse failures included),
--- with a Wilson 95% interval, which stays inside 0–1 even for a few repeats.
+-- The seed's success rate per n: exact answers over all valid answers (parse failures
+-- included; the invalid ones counted apart in `invalid`, with `invalid_why`), with a Wilson 95%
+-- interval, which stays inside 0–1 even for a few repeats.
 CREATE OR REPLACE VIEW goto_success AS
 WITH counts AS (
     SELECT model, n, "order", shuffle_block, instruction_at, prompt_version,
-           count(*) FILTER (WHERE error_kind IS NULL) AS answers,
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown')) AS answers,
            count(*) FILTER (WHERE success) AS successes,
-           count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-           count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors
+           count(*) FILTER (WHERE error_kind IS NULL AND validity IN ('valid', 'unknown') AND NOT parse_ok)
+               AS parse_failures,
+           count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
+           count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
+           array_to_string(list_transform(list_sort(map_entries(
+               histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
+           )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why
     FROM goto_results
     GROUP BY ALL
 ), rates AS (
@@ -61,7 +70,7 @@ WITH counts AS (
     FROM rates
 )
 SELECT model, n, "order", shuffle_block, instruction_at, prompt_version, answers, successes,
-       success_rate, parse_failures, errors,
+       success_rate, parse_failures, errors, invalid, invalid_why,
        -- Exact at the ends: the formula gives 0 and 1 there, up to rounding.
        CASE WHEN answers = 0 THEN NULL WHEN successes = 0 THEN 0
             ELSE (success_rate + z2n / 2 - half) / (1 + z2n) END AS ci95_low,
@@ -76,4 +85,4 @@ SELECT model, n, "order", shuffle_block, instruction_at, "offset", shown_offset,
        k, answered, expected, answered_k, instruction_before_target, distance, prompt_version,
        epoch, cell_id
 FROM goto_results
-WHERE error_kind IS NULL AND parse_ok AND NOT success;
+WHERE error_kind IS NULL AND parse_ok AND NOT success;  -- success is NULL when invalid

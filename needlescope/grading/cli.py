@@ -7,6 +7,8 @@ from typing import Any
 
 from needlescope.errors import NeedlescopeError
 from needlescope.probes import MODULES, probe_module
+from needlescope.providers.base import Reply
+from needlescope.validity import validity_of
 
 
 def _json(text: str, option: str) -> Any:
@@ -44,7 +46,17 @@ def _readable(value: str) -> Any:
         return value
 
 
-def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) -> dict[str, Any]:
+def grade_one(
+    probe: str,
+    expected: str,
+    answer: str,
+    facts: str | None = None,
+    *,
+    finish_reason: str | None = None,
+    reasoning_tokens: int | None = None,
+) -> dict[str, Any]:
+    """The grade of one answer; ``validity`` from how the reply ended (``finish_reason`` as
+    needlescope stores it: stop, length, refusal, …; none given: unknown)."""
     if probe not in MODULES:
         raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(MODULES)}")
     target = expected_values(expected) if probe == "recall" else _json(expected, "--expected")
@@ -52,8 +64,10 @@ def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) 
     if not isinstance(context_facts, dict):
         raise NeedlescopeError("--facts must be a JSON object")
     grade = probe_module(probe).grade(target, context_facts, answer)
+    reply = Reply(answer, finish_reason, None, None, reasoning_tokens, 0.0)
     result: dict[str, Any] = {
         "probe": probe,
+        "validity": validity_of(reply),
         "parse_ok": grade.parse_ok,
         "parse_error": grade.parse_error,
         "accuracy": grade.accuracy,
@@ -90,7 +104,7 @@ async def judge_answer(
     from needlescope.config import load_config
     from needlescope.judge import JUDGE_PROMPTS, load_rubric
     from needlescope.judge import judge as run_judge
-    from needlescope.providers.base import ChatRequest, Reply
+    from needlescope.providers.base import ChatRequest
     from needlescope.providers.open import open_provider
 
     if judge_prompt not in JUDGE_PROMPTS:

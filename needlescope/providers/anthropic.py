@@ -1,4 +1,12 @@
-"""SDK-free client for Anthropic's Messages API (``POST /v1/messages``) and its token counter."""
+"""SDK-free client for Anthropic's Messages API (``POST /v1/messages``) and its token counter.
+
+Replies, as the API types define them: every ``stop_reason`` (``end_turn``, ``stop_sequence``,
+``max_tokens``, ``tool_use``, ``pause_turn``, ``refusal``, ``model_context_window_exceeded``)
+is mapped, an unknown one kept verbatim; ``thinking`` / ``redacted_thinking`` blocks are never
+answer text, and their tokens come from ``usage.output_tokens_details.thinking_tokens`` (they
+are inside ``output_tokens``, which bills them); ``cache_read_input_tokens`` are the cached
+prompt tokens. A 200 whose body is an error envelope raises the kind its type says.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +15,18 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, retry_after_value
 from needlescope.providers.http import as_dict as _dict
+from needlescope.providers.http import as_int as _int
 from needlescope.providers.registry import register
+from needlescope.reasoning import DEFAULT_REASONING_BUDGET, anthropic_thinking
 
 DEFAULT_MAX_TOKENS = 1024  # the API requires max_tokens; used when a request sets none
 # "prompt is too long: 210000 tokens > 200000 maximum", "input length and `max_tokens` exceed
-# context limit: …", "too many tokens" (proxies); a 413 request_too_large is one too.
+# context limit: …", "too many tokens" (proxies).
 CONTEXT_TOO_LONG_RE = re.compile(
     r"prompt is too long|too many (input )?tokens|context[ _-]?(limit|length|window|size)"
 )
@@ -25,7 +36,7 @@ _STATUS_KINDS = {
     402: base.AUTH,  # billing_error: the account, not the request, must change
     403: base.AUTH,  # permission_error
     408: base.TIMEOUT,
-    413: base.CONTEXT_TOO_LONG,  # request_too_large
+    413: base.REQUEST_TOO_LARGE,  # request_too_large: the body is over the size limit
 }
 _TYPE_KINDS = {  # the error envelope's type, for a status the table above does not name
     "rate_limit_error": base.RATE_LIMITED,
@@ -35,11 +46,22 @@ _TYPE_KINDS = {  # the error envelope's type, for a status the table above does 
     "authentication_error": base.AUTH,
     "permission_error": base.AUTH,
     "billing_error": base.AUTH,
-    "request_too_large": base.CONTEXT_TOO_LONG,
+    "request_too_large": base.REQUEST_TOO_LARGE,
 }
-_FINISH = {"end_turn": "stop", "max_tokens": "length"}  # stop_reason → OpenAI-like names
+_FINISH = {  # every StopReason of the API's types
+    "end_turn": base.STOP,
+    "stop_sequence": base.STOP,
+    "max_tokens": base.LENGTH,
+    "tool_use": base.TOOL_CALLS,
+    "pause_turn": base.PAUSE_TURN,
+    "refusal": base.REFUSAL,
+    "model_context_window_exceeded": base.CONTEXT_EXCEEDED,
+}
 # stop_reasons under which an empty content list is an answer, not a glitch to retry.
-_EMPTY_IS_AN_ANSWER = frozenset({"max_tokens", "refusal", "model_context_window_exceeded"})
+_EMPTY_IS_AN_ANSWER = frozenset(
+    {"max_tokens", "refusal", "model_context_window_exceeded", "pause_turn"}
+)
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _CACHE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens")
 _UNSUPPORTED = ("seed",)  # generation settings the Messages API rejects ("Extra inputs…")
 
@@ -57,8 +79,10 @@ class AnthropicProvider(HttpProvider):
 
     The only retry here: a 429 whose retry-after is at most ``max_retry_after_s`` is waited out
     once and re-sent once (token counting too: its rate limit is its own). Everything else is
-    raised for the orchestrator to retry.
+    raised for the orchestrator to retry; ``x-should-retry: false`` makes a failure final.
     """
+
+    kind = "anthropic"
 
     def __init__(
         self,
@@ -72,6 +96,8 @@ class AnthropicProvider(HttpProvider):
         max_retry_after_s: float = 60,
         max_connections: int = 8,
         anthropic_version: str = "2023-06-01",
+        reasoning: bool | None = None,
+        reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
         all_headers = dict(headers or {})
         if not any(k.lower() == "anthropic-version" for k in all_headers):
@@ -89,6 +115,8 @@ class AnthropicProvider(HttpProvider):
             timeout_s=timeout_s,
             max_retry_after_s=max_retry_after_s,
             max_connections=max_connections,
+            reasoning=bool(reasoning),
+            reasoning_budget=reasoning_budget,
         )
 
     def _complete_url(self) -> str:
@@ -97,12 +125,10 @@ class AnthropicProvider(HttpProvider):
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body ``complete`` sends for ``request``."""
         extra = {k: v for k, v in request.extra.items() if k not in _UNSUPPORTED}
-        thinking = _dict(extra.get("thinking"))
+        thinking = anthropic_thinking(extra)
         thinking_on = bool(thinking) and thinking.get("type") != "disabled"
-        max_tokens = DEFAULT_MAX_TOKENS if request.max_tokens is None else request.max_tokens
-        budget = thinking.get("budget_tokens") if thinking.get("type") == "enabled" else None
-        if _is_int(budget):
-            max_tokens += budget
+        answer = DEFAULT_MAX_TOKENS if request.max_tokens is None else request.max_tokens
+        max_tokens = self.output_limit(ChatRequest(request.messages, answer, extra=extra))
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
         body.update(_prompt(request.messages))
         if request.temperature is not None and not thinking_on:
@@ -136,12 +162,16 @@ class AnthropicProvider(HttpProvider):
         suffix = f" [{request_id}]" if request_id else ""
         # A 429 for a spent monthly limit has the rate limit's type, but waiting does not help.
         retryable = kind in base.RETRYABLE_KINDS and "spend_limit" not in text.lower()
+        if headers.get("x-should-retry", "").lower() == "false":
+            retryable = False  # the API says so (the SDKs honour this header too)
         wait = _retry_after(headers) if retryable else None
         return HttpFailure(kind, f"{self._snippet(detail)}{suffix}", retryable, wait)
 
     def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
         content = data.get("content") if isinstance(data, dict) else None
         where = f"HTTP {status} from {self._where}"
+        if isinstance(data, dict) and isinstance(data.get("error"), dict) and content is None:
+            raise self._body_error(status, data)
         if not isinstance(content, list):
             detail = _detail(json.dumps(data))[0]
             msg = f"{where}: reply has no 'content': {self._snippet(detail)}"
@@ -150,21 +180,37 @@ class AnthropicProvider(HttpProvider):
         if not content and stop_reason not in _EMPTY_IS_AN_ANSWER:
             msg = f"{where}: reply has empty 'content' (stop_reason {stop_reason})"
             raise self._bad(base.EMPTY_RESPONSE, msg, status)
+        blocks = [_dict(block) for block in content]
         text = "".join(
             block["text"]
-            for block in map(_dict, content)
+            for block in blocks
             if block.get("type") == "text" and isinstance(block.get("text"), str)
         )
         usage = _dict(data.get("usage"))
-        output_tokens = usage.get("output_tokens")
+        finish = _FINISH.get(stop_reason, stop_reason) if isinstance(stop_reason, str) else None
         return Reply(
             text=text,
-            finish_reason=_FINISH.get(stop_reason, stop_reason),
+            finish_reason=finish,
             prompt_tokens=_input_tokens(usage),
-            completion_tokens=output_tokens if _is_int(output_tokens) else None,
-            reasoning_tokens=None,  # thinking tokens are inside output_tokens, not reported apart
+            completion_tokens=_int(usage.get("output_tokens")),
+            reasoning_tokens=_int(_dict(usage.get("output_tokens_details")).get("thinking_tokens")),
             latency_s=latency_s,
             model_version=data.get("model"),
+            cached_tokens=_int(usage.get("cache_read_input_tokens")),
+            reasoned=any(block.get("type") in _THINKING_BLOCKS for block in blocks),
+        )
+
+    def _body_error(self, status: int, data: dict[str, Any]) -> ProviderError:
+        """A 2xx whose body is the error envelope: the kind its type says."""
+        detail, error_type, request_id = _detail(json.dumps(data))
+        kind = _TYPE_KINDS.get(error_type or "", base.PROVIDER_ERROR)
+        suffix = f" [{request_id}]" if request_id else ""
+        message = f"HTTP {status} from {self._where}: error in the reply: {self._snippet(detail)}"
+        return ProviderError(
+            kind,
+            self._scrub(message + suffix),
+            retryable=kind in base.RETRYABLE_KINDS,
+            status=status,
         )
 
 

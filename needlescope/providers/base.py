@@ -15,10 +15,27 @@ BAD_REQUEST = "bad_request"
 AUTH = "auth"
 BAD_RESPONSE = "bad_response"
 EMPTY_RESPONSE = "empty_response"
+# A 2xx reply whose body is an error without a status code of its own (OpenRouter's
+# `finish_reason: "error"`, an error envelope with no code).
+PROVIDER_ERROR = "provider_error"
+# The request alone is larger than a limit ("Request too large … must be reduced", HTTP 413):
+# re-sending it as it is can never succeed.
+REQUEST_TOO_LARGE = "request_too_large"
 
 RETRYABLE_KINDS = frozenset(
-    {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_RESPONSE}
+    {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE, EMPTY_RESPONSE, PROVIDER_ERROR}
 )
+
+# Finish reasons as needlescope stores them: every API's own reasons map onto these (an
+# unknown one is stored verbatim). See each provider's table.
+STOP = "stop"  # a natural end or a stop sequence
+LENGTH = "length"  # the output limit cut the reply
+CONTENT_FILTER = "content_filter"  # the service's filters blocked the reply or the prompt
+TOOL_CALLS = "tool_calls"  # the model called (or tried to call) a tool instead of answering
+REFUSAL = "refusal"  # the model declined to answer
+CONTEXT_EXCEEDED = "context_exceeded"  # prompt and reply outgrew the model's context window
+PAUSE_TURN = "pause_turn"  # the service paused a long turn before it ended
+OTHER = "other"  # the service says only that it stopped for another reason
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,15 @@ class Reply:
     reasoning_tokens: int | None
     latency_s: float
     model_version: str | None = None  # the provider's fingerprint / version string
+    cached_tokens: int | None = None  # prompt tokens read from the provider's cache
+    # The reply carried reasoning (thinking blocks, thought parts, a reasoning_content field),
+    # whether or not its tokens were counted.
+    reasoned: bool = False
+
+    @property
+    def thought(self) -> bool:
+        """Whether any of the reply's output went to reasoning."""
+        return self.reasoned or bool(self.reasoning_tokens)
 
 
 @runtime_checkable

@@ -7,10 +7,11 @@ Wire format: ``POST {base_url}/{api_version}/models/{model}:generateContent`` wi
 How a config's ``generation`` maps onto a request:
 
 * ``temperature`` → ``generationConfig.temperature``; ``max_tokens`` (or the probe's answer
-  budget) → ``generationConfig.maxOutputTokens``. On thinking models (Gemini 2.5 and later) the
-  thoughts are billed against ``maxOutputTokens``: a small budget can be spent on thinking
-  alone, which comes back as an empty reply with ``finish_reason == "length"``. Give thinking
-  room (a larger ``max_tokens``) or bound it (``thinkingBudget``).
+  budget) plus room for thinking → ``generationConfig.maxOutputTokens``. Thoughts are billed
+  against ``maxOutputTokens``, so a model that thinks is sent the answer budget plus its
+  ``thinkingConfig.thinkingBudget`` (-1, dynamic, and Gemini 2.5 and later without a budget:
+  the model's ``reasoning_budget``); otherwise the visible answer is starved and comes back
+  empty with ``MAX_TOKENS``.
 * ``generation.extra`` (and ``top_p``/``seed``, which the sweep puts there) is merged in key by
   key. Keys may be camelCase or snake_case (``top_p`` → ``topP``). Request-level fields
   (``safetySettings``, ``tools``, ``toolConfig``, ``cachedContent``) go to the top of the body;
@@ -27,9 +28,12 @@ How a config's ``generation`` maps onto a request:
   An explicit ``maxOutputTokens`` or ``temperature`` in ``extra`` wins over the generic setting.
 
 Reply: ``text`` joins the first candidate's text parts that are not thoughts (``thought: true``);
-``prompt_tokens`` / ``completion_tokens`` / ``reasoning_tokens`` are ``usageMetadata``'s
-``promptTokenCount`` / ``candidatesTokenCount`` / ``thoughtsTokenCount`` (unlike OpenAI's,
-Gemini's completion count excludes the thoughts); ``model_version`` is ``modelVersion``.
+``prompt_tokens`` is ``promptTokenCount``, ``reasoning_tokens`` ``thoughtsTokenCount`` and
+``completion_tokens`` ``candidatesTokenCount`` plus the thoughts (billed as output, and counted
+in ``completion_tokens`` as OpenAI and Anthropic count them); ``cached_tokens`` is
+``cachedContentTokenCount``; ``model_version`` is ``modelVersion``. Every ``finishReason`` of
+the API's types is mapped (an unknown one kept verbatim), and a prompt blocked by
+``promptFeedback.blockReason`` is a reply with ``finish_reason == "content_filter"``.
 
 Errors are one-line ``ProviderError``s whose kind the orchestrator stores and retries on:
 
@@ -41,14 +45,14 @@ Errors are one-line ``ProviderError``s whose kind the orchestrator stores and re
 * 500/503 → ``server_error``, 504 ``DEADLINE_EXCEEDED`` and client timeouts → ``timeout``,
   unreachable host → ``connection``: all retryable.
 * 400 saying the prompt has too many tokens ("The input token count (…) exceeds the maximum
-  number of tokens allowed (…)") or the payload is too large, and 413 → ``context_too_long``;
-  400 ``API_KEY_INVALID``, 401 and 403 → ``auth``; any other 4xx → ``bad_request``.
-* A 2xx body that is not JSON or is cut short → ``bad_response`` (retryable).
-* No candidates at all → ``empty_response``. When the prompt itself was blocked
-  (``promptFeedback.blockReason``) the message names the reason; a block for SAFETY,
-  BLOCKLIST, PROHIBITED_CONTENT or IMAGE_SAFETY is *not* retryable, since the same prompt is
-  refused again, while OTHER or no reason is. A candidate that stopped for safety is not an
-  error: it is a reply (usually empty) with ``finish_reason == "content_filter"``.
+  number of tokens allowed (…)") → ``context_too_long``; 413 or "Request payload size exceeds
+  the limit" → ``request_too_large``; 400 ``API_KEY_INVALID``, 401 and 403 → ``auth``; any other
+  4xx → ``bad_request``: none of them retryable.
+* A 2xx body that is not JSON or is cut short → ``bad_response`` (retryable); a 2xx body holding
+  Google's error envelope → the kind its ``code`` says.
+* No candidates and no block reason → ``empty_response``. A blocked prompt, and a candidate
+  that stopped for safety, are not errors: they are replies (usually empty) with
+  ``finish_reason == "content_filter"``.
 """
 
 from __future__ import annotations
@@ -66,17 +70,19 @@ from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, looks_secret, retry_after_value
 from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.registry import register
+from needlescope.reasoning import DEFAULT_REASONING_BUDGET, thinks_by_default
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 KEY_HEADER = "x-goog-api-key"
 
 # "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575)."
-# "Request payload size exceeds the limit: 20971520 bytes." (a prompt too big to even send)
 CONTEXT_TOO_LONG_RE = re.compile(
-    r"exceeds the maximum number of tokens|input token count|payload size exceeds"
+    r"exceeds the maximum number of tokens|input token count"
     r"|too many tokens|too long|context (?:length|window)",
     re.IGNORECASE,
 )
+# "Request payload size exceeds the limit: 20971520 bytes." (a prompt too big to even send)
+REQUEST_TOO_LARGE_RE = re.compile(r"payload size exceeds", re.IGNORECASE)
 # Request-level fields of GenerateContentRequest that ``extra`` may set; all else is generation.
 REQUEST_FIELDS = frozenset({"safetySettings", "tools", "toolConfig", "cachedContent"})
 _ROLES = {"user": "user", "assistant": "model", "model": "model"}
@@ -85,23 +91,35 @@ _STATUS_KINDS = {
     401: base.AUTH,
     403: base.AUTH,
     408: base.TIMEOUT,
-    413: base.CONTEXT_TOO_LONG,
+    413: base.REQUEST_TOO_LARGE,
     504: base.TIMEOUT,
 }
-_FINISH = {
-    "STOP": "stop",
-    "MAX_TOKENS": "length",
-    "SAFETY": "content_filter",
-    "RECITATION": "content_filter",
-    "BLOCKLIST": "content_filter",
-    "PROHIBITED_CONTENT": "content_filter",
-    "SPII": "content_filter",
-    "IMAGE_SAFETY": "content_filter",
-    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+_FILTERS = (  # reasons a filter stopped the reply (or blocked the prompt)
+    "SAFETY",
+    "RECITATION",
+    "LANGUAGE",  # an unsupported language
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "MODEL_ARMOR",
+    "JAILBREAK",
+)
+_TOOLS = ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS")
+_FINISH: dict[str, str | None] = {  # every FinishReason of the API's types
+    "STOP": base.STOP,
+    "MAX_TOKENS": base.LENGTH,
+    **dict.fromkeys(_FILTERS, base.CONTENT_FILTER),
+    **dict.fromkeys(_TOOLS, base.TOOL_CALLS),
+    "OTHER": base.OTHER,
+    "IMAGE_OTHER": base.OTHER,
+    "NO_IMAGE": base.OTHER,
     "FINISH_REASON_UNSPECIFIED": None,
 }
-# A prompt blocked for one of these is blocked again when re-sent: retrying only costs quota.
-FINAL_BLOCKS = frozenset({"SAFETY", "BLOCKLIST", "PROHIBITED_CONTENT", "IMAGE_SAFETY"})
+# BlockedReason: every one of them (OTHER and BLOCKED_REASON_UNSPECIFIED too) means the
+# prompt was refused, so the reply is filtered content.
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # google.protobuf.Duration: "7s", "0.5s"
 _RETRY_IN_RE = re.compile(r"retry in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 
@@ -116,6 +134,8 @@ class GeminiProvider(HttpProvider):
     (``models/…``, ``tunedModels/…``).
     """
 
+    kind = "gemini"
+
     def __init__(
         self,
         *,
@@ -128,6 +148,8 @@ class GeminiProvider(HttpProvider):
         max_retry_after_s: float = 60,
         max_connections: int = 8,
         api_version: str = "v1beta",
+        reasoning: bool | None = None,
+        reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
         self.api_version = api_version.strip("/")
         self._resource = model if "/" in model else f"models/{model}"
@@ -144,6 +166,8 @@ class GeminiProvider(HttpProvider):
             timeout_s=timeout_s,
             max_retry_after_s=max_retry_after_s,
             max_connections=max_connections,
+            reasoning=thinks_by_default("gemini", model) if reasoning is None else reasoning,
+            reasoning_budget=reasoning_budget,
         )
 
     def _where_of(self, url: URL) -> str:
@@ -204,8 +228,9 @@ class GeminiProvider(HttpProvider):
         generation: dict[str, Any] = {}
         if request.temperature is not None:
             generation["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            generation["maxOutputTokens"] = request.max_tokens
+        limit = self.output_limit(request)
+        if limit is not None:
+            generation["maxOutputTokens"] = limit
         nested: dict[str, Any] = {}
         for key, value in request.extra.items():
             field = _camel(key)
@@ -247,49 +272,56 @@ class GeminiProvider(HttpProvider):
 
     def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
         where = f"HTTP {status} from {self._where}"
-        if not isinstance(data, dict) or "error" in data:
-            detail = _detail(_error_object(json.dumps(data)), json.dumps(data))
-            msg = f"{where}: reply is not a generateContent response: {self._snippet(detail)}"
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            raise self._body_error(status, data)
+        if not isinstance(data, dict):
+            msg = f"{where}: reply is not a generateContent response: {self._snippet(str(data))}"
             raise self._bad(base.BAD_RESPONSE, msg, status)
-        candidates = data.get("candidates")
-        if not isinstance(candidates, list) or not candidates:
-            raise self._no_candidates(where, _dict(data.get("promptFeedback")), status)
-        candidate = _dict(candidates[0])
-        parts = _dict(candidate.get("content")).get("parts")
-        text = "".join(
-            p["text"]
-            for p in (parts if isinstance(parts, list) else [])
-            if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
-        )
-        finish = candidate.get("finishReason")
-        if isinstance(finish, str):
-            finish = _FINISH.get(finish, finish.lower())
         usage = data.get("usageMetadata")
         counts = usage if isinstance(usage, dict) else None
+        candidates = data.get("candidates")
+        feedback = _dict(data.get("promptFeedback"))
+        if not isinstance(candidates, list) or not candidates:
+            if not feedback.get("blockReason"):
+                raise self._bad(base.EMPTY_RESPONSE, f"{where}: reply has no candidates", status)
+            candidate: dict[str, Any] = {}
+            finish: str | None = base.CONTENT_FILTER  # the prompt itself was blocked
+        else:
+            candidate = _dict(candidates[0])
+            reason = candidate.get("finishReason")
+            finish = _FINISH.get(reason, reason) if isinstance(reason, str) else None
+        parts = _dict(candidate.get("content")).get("parts")
+        parts = [p for p in (parts if isinstance(parts, list) else []) if isinstance(p, dict)]
+        text = "".join(
+            p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought")
+        )
+        thoughts = _count(counts, "thoughtsTokenCount")
+        answer = _count(counts, "candidatesTokenCount")
         return Reply(
             text=text,
-            finish_reason=finish if isinstance(finish, str) else None,
+            finish_reason=finish,
             prompt_tokens=_count(counts, "promptTokenCount"),
-            completion_tokens=_count(counts, "candidatesTokenCount"),
-            reasoning_tokens=_count(counts, "thoughtsTokenCount"),
+            completion_tokens=None if answer is None else answer + (thoughts or 0),
+            reasoning_tokens=thoughts,
             latency_s=latency_s,
             model_version=data.get("modelVersion") or None,
+            cached_tokens=_count(counts, "cachedContentTokenCount"),
+            reasoned=any(p.get("thought") for p in parts),
         )
 
-    def _no_candidates(self, where: str, feedback: dict[str, Any], status: int) -> ProviderError:
-        reason = feedback.get("blockReason")
-        if not reason:
-            return self._bad(base.EMPTY_RESPONSE, f"{where}: reply has no candidates", status)
-        why = feedback.get("blockReasonMessage")
-        msg = f"{where}: prompt blocked ({reason})" + (
-            f": {self._snippet(str(why))}" if why else ""
-        )
-        return ProviderError(
-            base.EMPTY_RESPONSE,
-            self._scrub(msg),
-            retryable=str(reason) not in FINAL_BLOCKS,
-            status=status,
-        )
+    def _body_error(self, status: int, data: dict[str, Any]) -> ProviderError:
+        """A 2xx whose body is Google's error envelope: the kind its code says."""
+        err = _dict(data.get("error"))
+        text = json.dumps(data)
+        code = err.get("code")
+        if isinstance(code, int) and not isinstance(code, bool) and code >= 400:
+            failure = self._classify(code, {}, text)
+            kind, retryable = failure.kind, failure.retryable
+        else:
+            kind, retryable = base.PROVIDER_ERROR, True
+        detail = self._snippet(_detail(err, text))
+        message = f"HTTP {status} from {self._where}: error in the reply: {detail}"
+        return ProviderError(kind, self._scrub(message), retryable=retryable, status=status)
 
 
 def _camel(key: str) -> str:
@@ -345,6 +377,8 @@ def _kind(status: int, err: dict[str, Any], text: str) -> str:
         return base.AUTH  # Gemini answers a wrong key with 400 INVALID_ARGUMENT
     if status in _STATUS_KINDS:
         return _STATUS_KINDS[status]
+    if status < 500 and REQUEST_TOO_LARGE_RE.search(message):
+        return base.REQUEST_TOO_LARGE
     if status < 500 and CONTEXT_TOO_LONG_RE.search(message):
         return base.CONTEXT_TOO_LONG
     if status >= 500:

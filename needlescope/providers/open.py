@@ -36,12 +36,24 @@ async def open_provider(
             n_threads=model.threads,
         )
         await asyncio.to_thread(stack.enter_context, server)
-        provider: Any = LocalProvider(name=model.name, server=server, timeout_s=model.timeout_s)
+        provider: Any = LocalProvider(
+            name=model.name,
+            server=server,
+            timeout_s=model.timeout_s,
+            reasoning=model.thinks,
+            reasoning_budget=model.reasoning_budget,
+        )
     else:
         if not offline:
             await check_reachable(model)
         elif api_key is None and model.api_key_env and not os.environ.get(model.api_key_env):
             api_key = ""
+        reasoning: dict[str, Any] = {
+            "reasoning": model.thinks,
+            "reasoning_budget": model.reasoning_budget,
+        }
+        if model.provider == "openai":
+            reasoning["reasoning_params"] = model.sends_reasoning_params
         provider = create_provider(
             model.provider,
             name=model.name,
@@ -52,6 +64,7 @@ async def open_provider(
             timeout_s=model.timeout_s,
             max_retry_after_s=model.max_retry_after_s,
             max_connections=model.concurrency,
+            **reasoning,
         )
     stack.push_async_callback(provider.aclose)
     return provider

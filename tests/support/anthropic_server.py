@@ -8,8 +8,9 @@ unknown body fields are refused as the real API refuses them, every reply carrie
 "request_id"}`` envelope.
 
 A request that enables thinking gets a ``thinking`` block (with a ``signature``) before its
-``text`` block, and is held to the API's thinking rules (budget_tokens ≥ 1024 and below
-max_tokens, no temperature but 1).
+``text`` block, its tokens in ``usage.output_tokens_details.thinking_tokens``, and is held to
+the API's thinking rules (budget_tokens ≥ 1024 and below max_tokens, no temperature but 1). A
+responder may answer with a whole ``WireReply`` (tests.support.wire_anthropic's cases).
 
 Tokens are counted as words: a message costs its words + 3, the system prompt its words + 3,
 so ``count_tokens`` and a reply's ``usage.input_tokens`` agree for the same prompt.
@@ -38,6 +39,7 @@ from tests.support.fake_server import (
     FakeServer,
     FaultBase,
     Responder,
+    WireReply,
     default_responder,
 )
 
@@ -234,6 +236,8 @@ class FakeAnthropicServer(FakeServer[Fault]):
         if request[COUNTING]:
             return {"input_tokens": input_tokens}
         reply = await self._reply(body)
+        if isinstance(reply, WireReply):
+            return reply.response()
         payload = reply if isinstance(reply, dict) else self.message(body, reply)
         if fault is not None and fault.kind == EMPTY_CONTENT:
             payload["content"], payload["stop_reason"] = [], "end_turn"
@@ -250,8 +254,10 @@ class FakeAnthropicServer(FakeServer[Fault]):
         thinking = thinking if isinstance(thinking, dict) else {}
         blocks: list[dict[str, Any]] = []
         budget = body["max_tokens"]
+        thought = 0
         if thinking.get("type") in ("enabled", "adaptive"):
             words = THINKING_TEXT.split()[:budget]
+            thought = len(words)
             signature = hashlib.sha256(f"{self.seed}:{self.requests}".encode()).hexdigest()
             blocks.append(
                 {"type": "thinking", "thinking": " ".join(words), "signature": f"Eq{signature}"}
@@ -284,6 +290,8 @@ class FakeAnthropicServer(FakeServer[Fault]):
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
                 "output_tokens": body["max_tokens"] - budget + _words(text),
+                # the thinking's share of output_tokens, as the API reports it
+                **({"output_tokens_details": {"thinking_tokens": thought}} if thought else {}),
                 "service_tier": "standard",
             },
         }

@@ -25,7 +25,8 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from aiohttp import web
@@ -36,7 +37,25 @@ RESET = "reset"  # drops the connection without answering
 TRUNCATED = "truncated"  # a 200 whose body stops half way
 GARBAGE = "garbage"  # a 200 whose body is not JSON
 
-Responder = Callable[[dict[str, Any]], "str | dict[str, Any] | Awaitable[str | dict[str, Any]]"]
+Responder = Callable[[dict[str, Any]], Any]  # a str, a dict body, a WireReply (or awaitable)
+
+
+@dataclass(frozen=True)
+class WireReply:
+    """A whole HTTP reply a responder may return: sent as it is (status, headers, JSON body),
+    as the recorded real replies in tests.support.wire_* are."""
+
+    status: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def response(self) -> web.Response:
+        headers = dict(self.headers)
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = "application/json"
+        return web.Response(
+            body=json.dumps(self.body).encode(), status=self.status, headers=headers
+        )
 
 
 def default_responder(body: dict[str, Any]) -> str:
@@ -245,8 +264,8 @@ class FakeServer(Generic[F]):
             return resp
         return web.json_response(payload)
 
-    async def _reply(self, body: dict[str, Any]) -> str | dict[str, Any]:
-        """What the responder answers to ``body``."""
+    async def _reply(self, body: dict[str, Any]) -> Any:
+        """What the responder answers to ``body``: a str, a dict body or a WireReply."""
         reply = self.responder(body)
         if inspect.isawaitable(reply):
             reply = await reply

@@ -12,7 +12,8 @@ Thinking: a request's ``thinkingConfig.thinkingBudget`` (or, without one, the se
 as they do on Gemini 2.5, and ``includeThoughts`` adds a thought-summary part.
 
 How it runs (``async with`` or ``with``) and where its faults come from (``script``, then
-``rates``) is ``tests.support.fake_server``'s; script and rates apply to both methods.
+``rates``) is ``tests.support.fake_server``'s; script and rates apply to both methods. A
+responder may answer with a whole ``WireReply`` (tests.support.wire_gemini's cases).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.support.fake_server import (
     FakeServer,
     FaultBase,
     Responder,
+    WireReply,
     default_responder,
 )
 
@@ -247,7 +249,8 @@ class FakeGeminiServer(FakeServer[Fault]):
         try:
             if target.counting:
                 return self.count(body, target.resource)
-            return await self.generate(body, target.model, fault)
+            generated = await self.generate(body, target.model, fault)
+            return generated.response() if isinstance(generated, WireReply) else generated
         except BadRequest as e:
             return _error(400, str(e), "INVALID_ARGUMENT")
         except _TooLong as e:
@@ -278,7 +281,7 @@ class FakeGeminiServer(FakeServer[Fault]):
 
     async def generate(
         self, body: dict[str, Any], model: str, fault: Fault | None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | WireReply:
         _check_request(body)
         n_prompt = prompt_tokens(body)
         if self.max_input_tokens is not None and n_prompt > self.max_input_tokens:
@@ -296,7 +299,7 @@ class FakeGeminiServer(FakeServer[Fault]):
                 "modelVersion": version,
             }
         reply = await self._reply(body)
-        if isinstance(reply, dict):
+        if isinstance(reply, dict | WireReply):
             return reply
         return self.response(body, reply, n_prompt, version)
 

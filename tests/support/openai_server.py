@@ -3,6 +3,13 @@
 It serves ``POST /v1/chat/completions``; ``srv.base_url`` ends in ``/v1``. How it runs (``async
 with`` or ``with``) and where its faults come from (``script``, then ``rates``) is
 ``tests.support.fake_server``'s.
+
+As OpenAI's API does, a reasoning model (an id starting o1, o3, o4 or gpt-5) refuses
+``max_tokens`` and ``top_p`` (400 ``unsupported_parameter``) and any temperature but 1 (400
+``unsupported_value``), with the bodies recorded in ``wire-examples``. Its reasoning
+(``reasoning_tokens`` a reply) is spent from ``max_completion_tokens`` first and reported in
+``completion_tokens_details.reasoning_tokens``: a small limit comes back empty, ``length``.
+A responder may answer with a whole ``WireReply`` (tests.support.wire_openai's cases).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from tests.support.fake_server import (
     FakeServer,
     FaultBase,
     Responder,
+    WireReply,
     default_responder,
 )
 
@@ -58,8 +66,41 @@ class Fault(FaultBase):
     delay_s: float = 1.0  # how long a slow reply waits
 
 
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
 def _words(text: str | None) -> int:
     return len(text.split()) if text else 0
+
+
+def is_reasoning_model(model: str) -> bool:
+    return model.rsplit("/", 1)[-1].startswith(REASONING_PREFIXES)
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The fake's token count of a prompt: words + 3 per message."""
+    return sum(_words(m.get("content")) + 3 for m in body["messages"])
+
+
+def unsupported(body: dict[str, Any]) -> WireReply | None:
+    """A reasoning model's 400 for a parameter it refuses (the API's own wording)."""
+    if not is_reasoning_model(str(body.get("model", ""))):
+        return None
+    for name, instead in (("max_tokens", "max_completion_tokens"), ("top_p", None)):
+        if name in body:
+            use = f" Use '{instead}' instead." if instead else ""
+            message = f"Unsupported parameter: '{name}' is not supported with this model.{use}"
+            return error_reply(400, message, "invalid_request_error", name, "unsupported_parameter")
+    temperature = body.get("temperature")
+    if temperature is not None and temperature != 1:
+        message = (
+            f"Unsupported value: 'temperature' does not support {temperature:g} with this model."
+            " Only the default (1) value is supported."
+        )
+        return error_reply(
+            400, message, "invalid_request_error", "temperature", "unsupported_value"
+        )
+    return None
 
 
 class FakeOpenAIServer(FakeServer[Fault]):
@@ -76,11 +117,13 @@ class FakeOpenAIServer(FakeServer[Fault]):
         delay_s: float = 0.0,
         model: str = "fake-model",
         api_key: str | None = None,
+        reasoning_tokens: int = 0,
     ) -> None:
         super().__init__(
             responder, script=script, rates=rates, seed=seed, delay_s=delay_s, api_key=api_key
         )
         self.model = model
+        self.reasoning_tokens = reasoning_tokens  # what a reasoning model thinks, a reply
 
     @property
     def base_url(self) -> str:
@@ -131,21 +174,31 @@ class FakeOpenAIServer(FakeServer[Fault]):
 
     async def _payload(
         self, request: web.Request, body: dict[str, Any], fault: Fault | None
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | web.StreamResponse:
+        refused = unsupported(body)
+        if refused is not None:
+            return refused.response()
         reply = await self._reply(body)
+        if isinstance(reply, WireReply):
+            return reply.response()
         payload = reply if isinstance(reply, dict) else self.completion(body, reply)
         if fault is not None and fault.kind == EMPTY_CHOICES:
             payload["choices"] = []
         return payload
 
     def completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        """The chat.completion object OpenAI sends for ``text``; tokens are counted as words."""
+        """The chat.completion object OpenAI sends for ``text``; tokens are counted as words.
+        A reasoning model thinks first, from the same limit."""
         words, finish = text.split(), "stop"
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        if max_tokens is not None and len(words) > max_tokens:
-            text, finish = " ".join(words[:max_tokens]), "length"
-        prompt_tokens = sum(_words(m.get("content")) + 3 for m in body["messages"])
-        completion_tokens = _words(text)
+        thoughts = self.reasoning_tokens if is_reasoning_model(str(body["model"])) else 0
+        if max_tokens is not None:
+            thoughts = min(thoughts, max_tokens)
+            if thoughts + len(words) > max_tokens:
+                words, finish = words[: max_tokens - thoughts], "length"
+                text = " ".join(words)
+        n_prompt = prompt_tokens(body)
+        completion_tokens = _words(text) + thoughts
         return {
             "id": f"chatcmpl-fake{self.requests}",
             "object": "chat.completion",
@@ -161,11 +214,11 @@ class FakeOpenAIServer(FakeServer[Fault]):
                 }
             ],
             "usage": {
-                "prompt_tokens": prompt_tokens,
+                "prompt_tokens": n_prompt,
                 "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "total_tokens": n_prompt + completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": 0},
-                "completion_tokens_details": {"reasoning_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": thoughts},
             },
         }
 
@@ -192,6 +245,19 @@ _ERRORS: dict[str, tuple[Any, ...]] = {  # fault → the _error arguments of its
 }
 
 
+def error_reply(
+    status: int,
+    message: str,
+    type_: str,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> WireReply:
+    """OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``."""
+    err = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return WireReply(status, err, headers or {})
+
+
 def _error(
     status: int,
     message: str,
@@ -200,5 +266,4 @@ def _error(
     code: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
-    err = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return web.json_response(err, status=status, headers=headers)
+    return error_reply(status, message, type_, param, code, headers).response()

@@ -115,11 +115,11 @@ async def test_defaults_and_length_finish(server):
     assert (reply.text, reply.finish_reason, reply.completion_tokens) == ("The magic", "length", 2)
 
 
-async def test_stop_sequence_is_passed_through_as_a_finish_reason(server):
+async def test_a_stop_sequence_is_a_stop(server):
     request = ChatRequest(messages=ASK.messages, extra={"stop_sequences": [" is"]})
     async with client(server) as p:
         reply = await p.complete(request)
-    assert (reply.text, reply.finish_reason) == ("The magic number", "stop_sequence")
+    assert (reply.text, reply.finish_reason) == ("The magic number", "stop")
 
 
 async def test_thinking_blocks_are_left_out_of_the_text(server):
@@ -132,7 +132,8 @@ async def test_thinking_blocks_are_left_out_of_the_text(server):
     assert reply.finish_reason == "stop"
     thinking_words = len(fake.THINKING_TEXT.split())
     assert reply.completion_tokens == thinking_words + 5  # thinking counts as output
-    assert reply.reasoning_tokens is None  # the API does not report thinking apart
+    # the thinking's share, from usage.output_tokens_details.thinking_tokens
+    assert reply.reasoning_tokens == thinking_words and reply.reasoned
     body = server.last_body
     assert body["thinking"] == THINK  # passed through verbatim
     assert body["max_tokens"] == 20 + 2048  # the answer's budget plus the thinking budget
@@ -158,7 +159,9 @@ async def test_adaptive_and_disabled_thinking(server):
         )
         reply = await p.complete(adaptive)
         assert reply.text == "The magic number is 42"
-        assert server.last_body["max_tokens"] == 300 and "temperature" not in server.last_body
+        # adaptive thinking spends max_tokens too: the answer gets the reasoning budget beside it
+        assert server.last_body["max_tokens"] == 300 + p.reasoning_budget
+        assert "temperature" not in server.last_body
         disabled = ChatRequest(
             messages=ASK.messages,
             max_tokens=30,
@@ -327,9 +330,9 @@ async def test_prompt_too_long_is_not_retryable(server):
     assert len(str(err)) < 300 and "\n" not in str(err)
 
 
-async def test_request_too_large_is_context_too_long(server):
+async def test_request_too_large_is_its_own_kind_and_final(server):
     err = await fail(server, fake.TOO_LARGE)
-    assert err.kind == base.CONTEXT_TOO_LONG and not err.retryable and err.status == 413
+    assert err.kind == base.REQUEST_TOO_LARGE and not err.retryable and err.status == 413
 
 
 @pytest.mark.parametrize(("fault", "status"), [(fake.UNAUTHORIZED, 401), (fake.FORBIDDEN, 403)])
@@ -398,11 +401,19 @@ async def test_unreadable_body_is_a_bad_response(server, fault):
 
 
 async def test_reply_without_content_is_a_bad_response():
+    async with fake.FakeAnthropicServer(lambda body: {"type": "message"}) as srv, client(srv) as p:
+        with pytest.raises(ProviderError) as info:
+            await p.complete(ASK)
+    assert info.value.kind == base.BAD_RESPONSE and info.value.retryable
+
+
+async def test_a_200_error_envelope_is_the_error_its_type_says():
     error_body = {"type": "error", "error": {"type": "api_error", "message": "upstream failed"}}
     async with fake.FakeAnthropicServer(lambda body: error_body) as srv, client(srv) as p:
         with pytest.raises(ProviderError) as info:
             await p.complete(ASK)
-    assert info.value.kind == base.BAD_RESPONSE and "upstream failed" in str(info.value)
+    assert info.value.kind == base.SERVER_ERROR and "upstream failed" in str(info.value)
+    assert info.value.retryable and info.value.status == 200
 
 
 async def test_empty_content(server):
@@ -417,7 +428,7 @@ EXPECTED_KIND = {
     fake.OVERLOADED: base.SERVER_ERROR,
     fake.SERVER_ERROR: base.SERVER_ERROR,
     fake.PROMPT_TOO_LONG: base.CONTEXT_TOO_LONG,
-    fake.TOO_LARGE: base.CONTEXT_TOO_LONG,
+    fake.TOO_LARGE: base.REQUEST_TOO_LARGE,
     fake.Fault(fake.UNAUTHORIZED, message=f"bad key {KEY}"): base.AUTH,
     fake.FORBIDDEN: base.AUTH,
     fake.Fault(fake.SLOW, delay_s=1): base.TIMEOUT,

@@ -120,6 +120,47 @@ BAD = [
         with_model("api_key_env: K, api_key_secret: k"),
         ("models.0", "api_key_env or api_key_secret, not both"),
     ),
+    # -- each provider's documented ranges: refused here, not by the API on every request
+    Bad(
+        "anthropic-thinking-budget-below-1024",
+        sweep(
+            models="  - {name: c, provider: anthropic, model: claude-x, generation: "
+            "{extra: {thinking: {type: enabled, budget_tokens: 512}}}}\n"
+        ),
+        ("models.0.generation.extra.thinking.budget_tokens", "at least 1024", "512"),
+    ),
+    Bad(
+        "anthropic-temperature-above-1",
+        sweep(
+            models="  - {name: c, provider: anthropic, model: claude-x, "
+            "generation: {temperature: 1.5}}\n"
+        ),
+        ("models.0.generation.temperature", "0 to 1", "1.5"),
+    ),
+    Bad(
+        "anthropic-temperature-with-thinking",
+        sweep(
+            models="  - {name: c, provider: anthropic, model: claude-x, generation: "
+            "{temperature: 0.7, extra: {thinking: {type: enabled, budget_tokens: 2048}}}}\n"
+        ),
+        ("models.0.generation.temperature", "no temperature with thinking"),
+    ),
+    Bad(
+        "gemini-thinking-budget-out-of-range",
+        sweep(
+            models="  - {name: g, provider: gemini, model: gemini-2.5-pro, generation: "
+            "{extra: {thinkingConfig: {thinkingBudget: 0}}}}\n"
+        ),
+        ("models.0.generation.extra.thinkingConfig.thinkingBudget", "128 to 32768"),
+    ),
+    Bad(
+        "openai-reasoning-model-temperature",
+        sweep(
+            models=f'  - {{name: o, provider: openai, base_url: "{UNREACHABLE}", model: o3-mini,'
+            " generation: {temperature: 0.5}}\n"
+        ),
+        ("models.0.generation.temperature", "o3-mini", "reasoning model"),
+    ),
     Bad(
         "bad-cron",
         sweep(top="name: bad\nschedule: {cron: '0 3 * *'}\n"),

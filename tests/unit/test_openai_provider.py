@@ -245,11 +245,19 @@ async def test_unreadable_body_is_a_bad_response(server, fault):
 
 
 async def test_reply_without_choices_is_a_bad_response():
+    async with fake.FakeOpenAIServer(lambda body: {"id": "x"}) as srv, client(srv) as p:
+        with pytest.raises(ProviderError) as info:
+            await p.complete(ASK)
+    assert info.value.kind == base.BAD_RESPONSE and info.value.retryable
+
+
+async def test_a_200_error_body_is_the_error_its_type_says():
     error_body = {"error": {"message": "upstream failed", "type": "server_error"}}
     async with fake.FakeOpenAIServer(lambda body: error_body) as srv, client(srv) as p:
         with pytest.raises(ProviderError) as info:
             await p.complete(ASK)
-    assert info.value.kind == base.BAD_RESPONSE and "upstream failed" in str(info.value)
+    assert info.value.kind == base.SERVER_ERROR and "upstream failed" in str(info.value)
+    assert info.value.retryable and info.value.status == 200
 
 
 async def test_empty_choices(server):

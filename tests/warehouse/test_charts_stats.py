@@ -44,6 +44,7 @@ def result(model: str, length: int, repeat: int, accuracy: float | None, **extra
         "parse_ok": accuracy is not None,
         "accuracy": accuracy,
         "latency_s": 1.0 + repeat,
+        "validity": "valid",
         **extra,
     }
 
@@ -55,7 +56,9 @@ RESULTS = pl.DataFrame(
         result("m", 1000, 1, 90.0),
         result("m", 1000, 2, 50.0),
         result("m", 1000, 3, None),
-        result("m", 1000, 4, None, error_kind="timeout", parse_ok=None, latency_s=None),
+        result(
+            "m", 1000, 4, None, error_kind="timeout", parse_ok=None, latency_s=None, validity=None
+        ),
         # m @2000: two repeats that agree.
         result("m", 2000, 0, 70.0),
         result("m", 2000, 1, 75.0),

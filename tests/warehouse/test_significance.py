@@ -56,9 +56,13 @@ class Sweep:
         error: str | None = None,
         accuracy: float | None = None,
         filler: str = "pattern",
+        validity: str | None = None,
+        empty: bool = False,
     ) -> None:
         """``hits``: one bool per needle; None is a parse failure (or, with ``error``, a
-        failed request); accuracy defaults to the share of needles hit."""
+        failed request); accuracy defaults to the share of needles hit. ``validity``: stored
+        as given (None: not written, as before the column existed); ``empty``: an empty
+        reply, neither parsed nor a parse failure."""
         needle_count = 4 if hits is None else len(hits)
         context_id = f"ctx-{length}-{needle_count}-{repeat}-{filler}"
         cell_id = f"{model}-{context_id}"
@@ -97,9 +101,10 @@ class Sweep:
                 "model": model,
                 "probe": "recall",
                 "answered_at": NOW + timedelta(seconds=self.clock),
-                "parse_ok": None if error else parsed,
+                "parse_ok": None if error or empty else parsed,
                 "accuracy": accuracy if parsed else None,
                 "error_kind": error,
+                "validity": validity,
             }
         )
         if parsed:
