@@ -58,12 +58,12 @@ def test_seed_counting_stars_config_runs_in_the_papers_terms(cli, tmp_path: Path
         " facts, probe_params FROM cells ORDER BY prompt_version, length"
     ).fetchall()
     assert [(c[0], c[1]) for c in cells] == [
-        ("stars-en-paper", 500),
-        ("stars-en-paper", 1000),
-        ("stars-reasoning-en-paper", 500),
-        ("stars-reasoning-zh-paper", 500),
-        ("stars-zh-paper", 500),
-        ("stars-zh-paper", 1000),
+        ("stars-en-paper", 300),
+        ("stars-en-paper", 600),
+        ("stars-reasoning-en-paper", 300),
+        ("stars-reasoning-zh-paper", 300),
+        ("stars-zh-paper", 300),
+        ("stars-zh-paper", 600),
     ]
     for version, length, units, sha256, _, expected, facts, params in cells:
         assert units == int(length * (0.8 if "-en-" in version else 0.7))
