@@ -31,6 +31,7 @@ from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"
+IDENTITY_FILE = "warehouse.json"
 
 
 def default_root() -> Path:
@@ -62,6 +63,14 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     for table in TABLES:
         text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
     return text
+
+
+def _schema_of(path: Path) -> pa.Schema | None:
+    """The schema of a Parquet file, or None if it is not one (say, cut short by a crash)."""
+    try:
+        return pq.read_schema(path).remove_metadata()
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def _writer_pid(name: str) -> int | None:
@@ -109,9 +118,12 @@ class Warehouse:
         reads as NULL in older files: adding columns is the only schema change we make.
         """
         empty = folder / EMPTY_FILE
-        if empty.exists() and pq.read_schema(empty).equals(schema, check_metadata=False):
+        found = _schema_of(empty) if empty.exists() else None
+        if found is not None and found.equals(schema, check_metadata=False):
             return
-        self._atomic_write(schema.empty_table(), empty)
+        # Several processes may create one warehouse at once: each writes its own temp file
+        # (the same content), and the renames replace each other atomically.
+        self._atomic_write(schema.empty_table(), empty, unique=True)
 
     def upgrade(self) -> None:
         """Bring an existing warehouse's empty schema files up to this version (idempotent)."""
@@ -131,18 +143,24 @@ class Warehouse:
                 partial.unlink(missing_ok=True)
 
     def _identity(self) -> dict[str, Any]:
-        path = self.root / "warehouse.json"
+        path = self.root / IDENTITY_FILE
         if not path.exists():
             meta = {
                 "id": uuid.uuid4().hex,
                 "schema_version": SCHEMA_VERSION,
                 "created_at": datetime.now(UTC).isoformat(),
             }
+            # Written whole under a name of its own, then linked into place: a process that
+            # creates the same warehouse at the same moment never reads a half-written file,
+            # and the first link wins (link, unlike rename, never replaces).
+            draft = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+            draft.write_text(json.dumps(meta), encoding="utf-8")
             try:
-                with path.open("x", encoding="utf-8") as handle:
-                    json.dump(meta, handle)
+                os.link(draft, path)
             except FileExistsError:
                 pass
+            finally:
+                draft.unlink(missing_ok=True)
         return dict(json.loads(path.read_text(encoding="utf-8")))
 
     @property
@@ -150,7 +168,7 @@ class Warehouse:
         return str(self._identity()["id"])
 
     def exists(self) -> bool:
-        return (self.root / "warehouse.json").is_file()
+        return (self.root / IDENTITY_FILE).is_file()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -176,8 +194,14 @@ class Warehouse:
         return target
 
     @staticmethod
-    def _atomic_write(data: pa.Table, target: Path) -> None:
+    def _atomic_write(data: pa.Table, target: Path, unique: bool = False) -> None:
+        """``unique``: a temp name of this writer's own, for a target others may write too (a
+        data file's name is unique already). The name starts with a stamp and the pid, as the
+        orphaned-partial sweep expects."""
         partial = partial_of(target)
+        if unique:
+            stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            partial = target.with_name(f".{stamp}-{target.name}.partial")
         pq.write_table(data, partial, compression="zstd")
         with partial.open("rb") as handle:
             os.fsync(handle.fileno())
