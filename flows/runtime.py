@@ -68,12 +68,23 @@ def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
     return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A built cell's lengths as the cells table stores them (counted while it was built)."""
+
+    haystack_length: int | None
+    planned_tokens: int | None
+    length: int
+
+
 @dataclass
 class Built:
     contexts: list[Context] = field(default_factory=list)
     # Cells whose target length cannot hold even their instructions: dropped with a note.
     unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
+    # Cells whose prompt could not be built, e.g. a token-counting call failed: failed cells.
     failed: list[tuple[Cell, ProviderError]] = field(default_factory=list)
+    measured: dict[str, Measured] = field(default_factory=dict)  # by cell id
 
 
 @dataclass
@@ -86,6 +97,7 @@ class SweepRuntime:
     _fillers: dict[str, Filler] = field(default_factory=dict)
     _rubrics: dict[str, str] = field(default_factory=dict)
     _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
     _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
         default_factory=dict
     )
@@ -166,40 +178,58 @@ class SweepRuntime:
         return "tokenizer"
 
     async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
-        max_tokens = self.config.model(model).generation.answer_tokens
+        """Every token count a cell needs (fitting, overflow, the cells row) is made here, so a
+        count that fails fails that cell alone. A retried build reuses the cells an earlier
+        attempt built (``forget`` drops them once the batch is done)."""
         built = Built()
         for cell in cells:
-            filler, kind = self.filler_for(cell)
-            measure = self.measure(model, cell.length_unit)
-            probe = probe_module(cell.probe)
-            try:
-                if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
-                    embed = await self.embedder(self.probe_of[cell.cell_id])
-                    context = await probe.build(
-                        cell, filler, kind, embed, measure, max_tokens=max_tokens
-                    )
-                else:
-                    context = await build_context(
-                        probe,
-                        cell,
-                        filler,
-                        kind,
-                        measure,
-                        max_tokens=max_tokens,
-                        measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
-                    )
-            except LengthError as exc:
-                built.unbuildable.append((cell, str(exc)))
-                continue
-            except ProviderError as exc:  # e.g. the tokenizer endpoint failed: retried next run
-                built.failed.append((cell, exc))
-                continue
-            too_long = await self._overflow(model, context)
-            if too_long:
-                built.unbuildable.append((cell, too_long))
-            else:
-                built.contexts.append(context)
+            key = (model, cell.cell_id)
+            if key not in self._built:
+                try:
+                    self._built[key] = await self._build_one(model, cell)
+                except LengthError as exc:
+                    built.unbuildable.append((cell, str(exc)))
+                    continue
+                except ProviderError as exc:  # e.g. the tokenizer endpoint failed
+                    built.failed.append((cell, exc))
+                    continue
+            context, measured = self._built[key]
+            built.contexts.append(context)
+            built.measured[cell.cell_id] = measured
         return built
+
+    def forget(self, model: str, cells: list[Cell]) -> None:
+        for cell in cells:
+            self._built.pop((model, cell.cell_id), None)
+            self._planned.pop((model, cell.cell_id), None)
+
+    async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
+        max_tokens = self.config.model(model).generation.answer_tokens
+        filler, kind = self.filler_for(cell)
+        measure = self.measure(model, cell.length_unit)
+        probe = probe_module(cell.probe)
+        if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
+            embed = await self.embedder(self.probe_of[cell.cell_id])
+            context = await probe.build(cell, filler, kind, embed, measure, max_tokens=max_tokens)
+        else:
+            context = await build_context(
+                probe,
+                cell,
+                filler,
+                kind,
+                measure,
+                max_tokens=max_tokens,
+                measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
+            )
+        too_long = await self._overflow(model, context)
+        if too_long:
+            raise LengthError(too_long)
+        measured = Measured(
+            haystack_length=await self.haystack_length(model, context),
+            planned_tokens=await self.planned_tokens(model, context),
+            length=await self.stored_length(model, context),
+        )
+        return context, measured
 
     async def _overflow(self, model: str, context: Context) -> str | None:
         """Why a self-sized prompt (goto's n lines) cannot fit the model's window, if it can't."""

@@ -53,6 +53,7 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        a.missing, a.extra, a.wrong, a.uncounted, a.latency_s, a.error_kind, a.error, a.attempts,
        a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
        a.detail, a.truncated, a.cost_usd, c.length_basis, c.length_budget, c.prompt_bytes,
+       a.response_repaired,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)

@@ -7,6 +7,7 @@ from typing import Any
 
 from needlescope.errors import NeedlescopeError
 from needlescope.probes import MODULES, probe_module
+from needlescope.text import storable
 
 
 def _json(text: str, option: str) -> Any:
@@ -51,7 +52,9 @@ def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) 
     context_facts = _json(facts, "--facts") if facts else {}
     if not isinstance(context_facts, dict):
         raise NeedlescopeError("--facts must be a JSON object")
-    grade = probe_module(probe).grade(target, context_facts, answer)
+    # As the sweep stores it: what UTF-8 cannot hold is U+FFFD, and the grade says so.
+    stored = storable(answer)
+    grade = probe_module(probe).grade(target, context_facts, stored)
     result: dict[str, Any] = {
         "probe": probe,
         "parse_ok": grade.parse_ok,
@@ -59,6 +62,7 @@ def grade_one(probe: str, expected: str, answer: str, facts: str | None = None) 
         "accuracy": grade.accuracy,
         **grade.figures,
         "answered": grade.answered,
+        "response_repaired": stored is not answer,
     }
     if grade.detail:
         result["detail"] = dict(grade.detail)
