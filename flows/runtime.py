@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from needlescope.providers.open import open_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
+COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
 CONTEXT_MARGIN = 16
 
@@ -98,6 +101,7 @@ class SweepRuntime:
     _rubrics: dict[str, str] = field(default_factory=dict)
     _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
+    _counts: OrderedDict[tuple[str, str, str], int | None] = field(default_factory=OrderedDict)
     _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
         default_factory=dict
     )
@@ -157,9 +161,9 @@ class SweepRuntime:
 
         async def by_tokens(text: str) -> int:
             if whole_prompt:
-                count = await provider.count_prompt_tokens((Message("user", text),))
+                count = await self.count_prompt(model, (Message("user", text),))
             else:
-                count = await provider.count_tokens(text)
+                count = await self._counted(model, "text", text, provider.count_tokens(text))
             if count is None:
                 # No tokenizer behind this provider: estimate, and say so in cells.length_basis.
                 self.estimated.add(model)
@@ -167,6 +171,27 @@ class SweepRuntime:
             return count
 
         return by_tokens
+
+    async def count_prompt(self, model: str, messages: tuple[Message, ...]) -> int | None:
+        key = "\x00".join(f"{m.role}\x01{m.content}" for m in messages)
+        call = self.providers[model].count_prompt_tokens(messages)
+        return await self._counted(model, "prompt", key, call)
+
+    async def _counted(
+        self, model: str, kind: str, text: str, call: Coroutine[Any, Any, int | None]
+    ) -> int | None:
+        """A token count, remembered: a build retried after a failed count asks again only for
+        the counts that failed (the same texts come up, the fitting being deterministic)."""
+        key = (model, kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+        if key in self._counts:
+            call.close()
+            self._counts.move_to_end(key)
+            return self._counts[key]
+        count = await call
+        self._counts[key] = count
+        if len(self._counts) > COUNTS_KEPT:
+            self._counts.popitem(last=False)
+        return count
 
     def length_basis(self, model: str, context: Context) -> str:
         """How the cell's length was measured, as the cells table states it."""
@@ -257,7 +282,8 @@ class SweepRuntime:
             return None
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
-        return await self.providers[model].count_tokens(context.haystack_text)
+        text = context.haystack_text
+        return await self._counted(model, "text", text, self.providers[model].count_tokens(text))
 
     async def stored_length(self, model: str, context: Context) -> int:
         """The cells table's length: the cell's own, or for a haystack taken as it is, the
@@ -276,7 +302,7 @@ class SweepRuntime:
             return context.prompt_length
         key = (model, context.cell.cell_id)
         if key not in self._planned:  # asked by the overflow check, then by the cells row
-            self._planned[key] = await self.providers[model].count_prompt_tokens(context.messages)
+            self._planned[key] = await self.count_prompt(model, context.messages)
         return self._planned[key]
 
 

@@ -109,8 +109,9 @@ def read_yaml(path: Path, what: str = "config file") -> Any:
         raise ConfigError(f"{path}: invalid YAML: {exc.reason}") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise ConfigError(_one_line(f"{path}: invalid YAML: {exc}")) from None
+    except ValueError as exc:  # an integer of more digits than Python converts, a bad date
+        reason = "a number too long" if "digits" in str(exc) else _one_line(str(exc))
+        raise ConfigError(f"{path}: invalid YAML: {reason}") from None
     return data
 
 
