@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Collection
@@ -515,6 +516,8 @@ async def run_sweep(
         RATE_LIMITS.clear()
         if heartbeat is not None:
             heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
         if claims is not None:
             await asyncio.to_thread(claims.release_all)
 
