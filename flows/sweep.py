@@ -168,7 +168,8 @@ class ModelSweep:
         self.runtime.forget(self.model, batch)
         for cell, reason in built.unbuildable:
             self.logger.warning("cell %s dropped: %s", cell.label, reason)
-            self.drop_reasons.append(reason)
+            if not self.drop_reasons:  # one example for the summary
+                self.drop_reasons.append(reason)
         self.dropped += len(built.unbuildable)
         await self._free([cell for cell, _ in built.unbuildable])
         if built.failed:
@@ -277,6 +278,7 @@ class ModelSweep:
                     self.logger.warning(
                         "cell %s: its claim went to another run", context.cell.label
                     )
+                    self.elsewhere += 1
             sent = [(c, o) for c, o in sent if c.cell.cell_id in held]
         if not sent:
             return
