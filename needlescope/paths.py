@@ -51,7 +51,3 @@ def dir_problem(path: Path) -> str | None:
     if not stat.S_ISDIR(found.st_mode):
         return "not a directory"
     return None
-
-
-def size_of(path: Path) -> int:
-    return os.stat(path).st_size
