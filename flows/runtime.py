@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from needlescope.providers.open import open_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
+COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)
 DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
 CONTEXT_MARGIN = 16
 
@@ -69,12 +72,23 @@ def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
     return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A built cell's lengths as the cells table stores them (counted while it was built)."""
+
+    haystack_length: int | None
+    planned_tokens: int | None
+    length: int
+
+
 @dataclass
 class Built:
     contexts: list[Context] = field(default_factory=list)
     # Cells whose target length cannot hold even their instructions: dropped with a note.
     unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
+    # Cells whose prompt could not be built, e.g. a token-counting call failed: failed cells.
     failed: list[tuple[Cell, ProviderError]] = field(default_factory=list)
+    measured: dict[str, Measured] = field(default_factory=dict)  # by cell id
 
 
 @dataclass
@@ -87,6 +101,8 @@ class SweepRuntime:
     _fillers: dict[str, Filler] = field(default_factory=dict)
     _rubrics: dict[str, str] = field(default_factory=dict)
     _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
+    _counts: OrderedDict[tuple[str, str, str], int | None] = field(default_factory=OrderedDict)
     _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
         default_factory=dict
     )
@@ -146,9 +162,9 @@ class SweepRuntime:
 
         async def by_tokens(text: str) -> int:
             if whole_prompt:
-                count = await provider.count_prompt_tokens((Message("user", text),))
+                count = await self.count_prompt(model, (Message("user", text),))
             else:
-                count = await provider.count_tokens(text)
+                count = await self._counted(model, "text", text, provider.count_tokens(text))
             if count is None:
                 # No tokenizer behind this provider: estimate, and say so in cells.length_basis.
                 self.estimated.add(model)
@@ -168,16 +184,36 @@ class SweepRuntime:
                 return sum(measure_text(m.content, unit) for m in messages)  # type: ignore[arg-type,misc]
 
             return by_text
-        provider = self.providers[model]
 
         async def by_tokens(messages: tuple[Message, ...]) -> int:
-            count = await provider.count_prompt_tokens(messages)
+            count = await self.count_prompt(model, messages)
             if count is None:
                 self.estimated.add(model)
                 return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
             return count
 
         return by_tokens
+
+    async def count_prompt(self, model: str, messages: tuple[Message, ...]) -> int | None:
+        key = "\x00".join(f"{m.role}\x01{m.content}" for m in messages)
+        call = self.providers[model].count_prompt_tokens(messages)
+        return await self._counted(model, "prompt", key, call)
+
+    async def _counted(
+        self, model: str, kind: str, text: str, call: Coroutine[Any, Any, int | None]
+    ) -> int | None:
+        """A token count, remembered: a build retried after a failed count asks again only for
+        the counts that failed (the same texts come up, the fitting being deterministic)."""
+        key = (model, kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+        if key in self._counts:
+            call.close()
+            self._counts.move_to_end(key)
+            return self._counts[key]
+        count = await call
+        self._counts[key] = count
+        if len(self._counts) > COUNTS_KEPT:
+            self._counts.popitem(last=False)
+        return count
 
     def length_basis(self, model: str, context: Context) -> str:
         """How the cell's length was measured, as the cells table states it."""
@@ -191,47 +227,68 @@ class SweepRuntime:
         return "tokenizer"
 
     async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
-        max_tokens = self.config.model(model).generation.answer_tokens
+        """Every token count a cell needs (fitting, overflow, the cells row) is made here, so a
+        count that fails fails that cell alone. A retried build reuses the cells an earlier
+        attempt built (``forget`` drops them once the batch is done)."""
         built = Built()
         for cell in cells:
-            filler, kind = self.filler_for(cell)
-            measure = self.measure(model, cell.length_unit)
-            probe = probe_module(cell.probe)
-            try:
-                if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
-                    embed = await self.embedder(self.probe_of[cell.cell_id])
-                    context = await probe.build(
-                        cell,
-                        filler,
-                        kind,
-                        embed,
-                        measure,
-                        max_tokens=max_tokens,
-                        measure_messages=self.measure_messages(model, cell.length_unit),
-                    )
-                else:
-                    context = await build_context(
-                        probe,
-                        cell,
-                        filler,
-                        kind,
-                        measure,
-                        max_tokens=max_tokens,
-                        measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
-                        measure_messages=self.measure_messages(model, cell.length_unit),
-                    )
-            except LengthError as exc:
-                built.unbuildable.append((cell, str(exc)))
-                continue
-            except ProviderError as exc:  # e.g. the tokenizer endpoint failed: retried next run
-                built.failed.append((cell, exc))
-                continue
-            too_long = await self._overflow(model, context)
-            if too_long:
-                built.unbuildable.append((cell, too_long))
-            else:
-                built.contexts.append(context)
+            key = (model, cell.cell_id)
+            if key not in self._built:
+                try:
+                    self._built[key] = await self._build_one(model, cell)
+                except LengthError as exc:
+                    built.unbuildable.append((cell, str(exc)))
+                    continue
+                except ProviderError as exc:  # e.g. the tokenizer endpoint failed
+                    built.failed.append((cell, exc))
+                    continue
+            context, measured = self._built[key]
+            built.contexts.append(context)
+            built.measured[cell.cell_id] = measured
         return built
+
+    def forget(self, model: str, cells: list[Cell]) -> None:
+        for cell in cells:
+            self._built.pop((model, cell.cell_id), None)
+            self._planned.pop((model, cell.cell_id), None)
+
+    async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
+        max_tokens = self.config.model(model).generation.answer_tokens
+        filler, kind = self.filler_for(cell)
+        measure = self.measure(model, cell.length_unit)
+        probe = probe_module(cell.probe)
+        measure_messages = self.measure_messages(model, cell.length_unit)
+        if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
+            embed = await self.embedder(self.probe_of[cell.cell_id])
+            context = await probe.build(
+                cell,
+                filler,
+                kind,
+                embed,
+                measure,
+                max_tokens=max_tokens,
+                measure_messages=measure_messages,
+            )
+        else:
+            context = await build_context(
+                probe,
+                cell,
+                filler,
+                kind,
+                measure,
+                max_tokens=max_tokens,
+                measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
+                measure_messages=measure_messages,
+            )
+        too_long = await self._overflow(model, context)
+        if too_long:
+            raise LengthError(too_long)
+        measured = Measured(
+            haystack_length=await self.haystack_length(model, context),
+            planned_tokens=await self.planned_tokens(model, context),
+            length=await self.stored_length(model, context),
+        )
+        return context, measured
 
     async def _overflow(self, model: str, context: Context) -> str | None:
         """Why a self-sized prompt (goto's n lines, the paper's haystack for a nominal length)
@@ -261,7 +318,8 @@ class SweepRuntime:
             return None
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
-        return await self.providers[model].count_tokens(context.haystack_text)
+        text = context.haystack_text
+        return await self._counted(model, "text", text, self.providers[model].count_tokens(text))
 
     async def stored_length(self, model: str, context: Context) -> int:
         """The cells table's length: the cell's own, or for a haystack taken as it is, the
@@ -280,7 +338,7 @@ class SweepRuntime:
             return context.prompt_length
         key = (model, context.cell.cell_id)
         if key not in self._planned:  # asked by the overflow check, then by the cells row
-            self._planned[key] = await self.providers[model].count_prompt_tokens(context.messages)
+            self._planned[key] = await self.count_prompt(model, context.messages)
         return self._planned[key]
 
 

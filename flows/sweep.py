@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Collection
@@ -19,10 +20,10 @@ from prefect.utilities.annotations import quote
 from needlescope.cells import Cell, default_epoch, expand_with_probes, order_cells, shard_of
 from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.errors import ConfigError, ProviderError
-from needlescope.flows.asker import Asker, Unsent
+from needlescope.flows.asker import UNSENT, Asker, Unsent
 from needlescope.flows.limits import active_limits
 from needlescope.flows.progress import SINK, LogProgress, ProgressSink
-from needlescope.flows.runtime import SweepRuntime, fits_context, open_runtime
+from needlescope.flows.runtime import Built, SweepRuntime, fits_context, open_runtime
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
@@ -32,6 +33,7 @@ from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
 from needlescope.tasks.query import ATTEMPTS, RATE_LIMITS
 from needlescope.warehouse import rows as row_builders
+from needlescope.warehouse.claims import Claims
 from needlescope.warehouse.store import Warehouse, default_root
 
 
@@ -71,6 +73,7 @@ class ModelSweep:
         known_cells: set[str],
         asker: Asker,
         probe_of: dict[str, ProbeConfig],
+        claims: Claims | None = None,
     ) -> None:
         self.runtime = runtime
         self.warehouse = warehouse
@@ -81,9 +84,17 @@ class ModelSweep:
         self.known_cells = known_cells
         self.asker = asker
         self.probe_of = probe_of
+        self.claims = claims  # None: prompts only (--only-context), nothing is graded
         self.graded = self.failed = self.dropped = self.unsent = 0
+        self.elsewhere = 0  # cells another run of the epoch graded while this one ran
+        self.drop_reasons: list[str] = []
+        self.waiting: list[Cell] = []  # cells another live run holds: looked at again later
         self.logger = get_run_logger()
         self.sort_by_prompt = False
+        retry = runtime.config.retry
+        self.build = build_prompts.with_options(
+            retries=retry.retries, retry_delay_seconds=list(retry.backoff_s) or 0
+        )
 
     def sorting_batches(self, on: bool) -> ModelSweep:
         """Send each batch in the order of its prompts' text: neighbours then share the
@@ -107,37 +118,76 @@ class ModelSweep:
                 await self._batch(batch, only_context)
 
         await asyncio.gather(*(one(cells[i : i + size]) for i in range(0, len(cells), size)))
+        while self.waiting:  # cells other runs held: theirs to finish, unless they give up
+            await asyncio.sleep(claim_poll_s(self.runtime.config))
+            waiting, self.waiting = self.waiting, []
+            for start in range(0, len(waiting), size):
+                await one(waiting[start : start + size])
+
+    async def _claim(self, batch: list[Cell]) -> list[Cell]:
+        """The cells of ``batch`` this run claims; others are graded or held elsewhere."""
+        assert self.claims is not None
+        ids = [c.cell_id for c in batch]
+        taken = await asyncio.to_thread(self.claims.take, self.epoch, ids)
+        graded = set(taken.graded)
+        if taken.lapsed:  # a crashed run may have stored the answer before it could say so
+            stored = await asyncio.to_thread(
+                self.warehouse.graded_cell_ids, self.epoch, taken.lapsed
+            )
+            await asyncio.to_thread(self.claims.finish, self.epoch, sorted(stored))
+            graded |= stored
+        busy = set(taken.busy)
+        self.waiting.extend(c for c in batch if c.cell_id in busy)
+        if graded:
+            self.elsewhere += len(graded)
+            self.progress.advance(len(graded), 0)
+        mine = set(taken.mine) - graded
+        return [c for c in batch if c.cell_id in mine]
+
+    async def _free(self, cells: list[Cell]) -> None:
+        if self.claims is not None and cells:
+            ids = [c.cell_id for c in cells]
+            await asyncio.to_thread(self.claims.finish, self.epoch, (), ids)
 
     async def _batch(self, batch: list[Cell], only_context: bool) -> None:
-        built = await build_prompts(self.model, batch)
+        if self.claims is not None:
+            batch = await self._claim(batch)
+            if not batch:
+                return
+        built = await self.build(self.model, batch)
+        self.runtime.forget(self.model, batch)
         for cell, reason in built.unbuildable:
             self.logger.warning("cell %s dropped: %s", cell.label, reason)
+            if not self.drop_reasons:  # one example for the summary
+                self.drop_reasons.append(reason)
         self.dropped += len(built.unbuildable)
+        await self._free([cell for cell, _ in built.unbuildable])
         if built.failed:
             await self._record_build_failures(built.failed)
         contexts = built.contexts
         if self.sort_by_prompt:
             contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
         await self._store_cells(
-            contexts, keep_prompt=only_context or self.runtime.config.save_prompts
+            contexts, built, keep_prompt=only_context or self.runtime.config.save_prompts
         )
         if not only_context:
             await self._query_and_grade(contexts)
 
-    async def _store_cells(self, contexts: list[Context], keep_prompt: bool) -> None:
+    async def _store_cells(self, contexts: list[Context], built: Built, keep_prompt: bool) -> None:
         rows = []
         for context in contexts:
             if context.cell.cell_id in self.known_cells and not keep_prompt:
                 continue
+            measured = built.measured[context.cell.cell_id]
             rows.append(
                 row_builders.cell_row(
                     context,
                     self.run_id,
-                    haystack_length=await self.runtime.haystack_length(self.model, context),
-                    planned_tokens=await self.runtime.planned_tokens(self.model, context),
+                    haystack_length=measured.haystack_length,
+                    planned_tokens=measured.planned_tokens,
                     keep_prompt=keep_prompt,
                     length_basis=self.runtime.length_basis(self.model, context),
-                    length=await self.runtime.stored_length(self.model, context),
+                    length=measured.length,
                 )
             )
         if rows:
@@ -153,6 +203,7 @@ class ModelSweep:
         )
         errors = [row_builders.error_row(c, e, self.run_id, self.epoch, 0) for c, e in failed]
         await self._persist("answers", errors)
+        await self._free([c for c, _ in failed])
         self.failed += len(failed)
         self.progress.advance(0, len(failed))
 
@@ -204,6 +255,20 @@ class ModelSweep:
         asked = await asyncio.gather(*(self._ask(c) for c in contexts))
         sent = [(c, o) for c, o in zip(contexts, asked, strict=True) if not isinstance(o, Unsent)]
         self.unsent += len(contexts) - len(sent)
+        await self._free([c.cell for c, o in zip(contexts, asked, strict=True) if o is UNSENT])
+        if self.claims is not None and sent:
+            # A claim that lapsed while this run stalled may have gone to another run, which
+            # answers that cell: this run's answer is not stored (exactly once).
+            held = await asyncio.to_thread(
+                self.claims.held, self.epoch, [c.cell.cell_id for c, _ in sent]
+            )
+            for context, _ in sent:
+                if context.cell.cell_id not in held:
+                    self.logger.warning(
+                        "cell %s: its claim went to another run", context.cell.label
+                    )
+                    self.elsewhere += 1
+            sent = [(c, o) for c, o in sent if c.cell.cell_id in held]
         if not sent:
             return
         contexts = [c for c, _ in sent]
@@ -223,6 +288,13 @@ class ModelSweep:
                 row["cost_usd"] = self.asker.spend.cost(self.model, outcome)
         await self._persist("answers", batch.tables["answers"])
         rows = batch.tables["answers"]
+        if self.claims is not None:
+            await asyncio.to_thread(
+                self.claims.finish,
+                self.epoch,
+                [row["cell_id"] for row in rows if not row.get("error_kind")],
+                [row["cell_id"] for row in rows if row.get("error_kind")],
+            )
         failed = sum(1 for row in rows if row.get("error_kind"))
         self.failed += failed
         self.graded += len(rows) - failed
@@ -397,6 +469,9 @@ async def run_sweep(
         order = "prefix" if prefix_ordered[model] else config.cell_order.replace("auto", "grid")
         by_model[model] = order_cells(model_cells, order, config.seed)
     sweeps: list[ModelSweep] = []
+    # Prompts only (--only-context) grade nothing: no claim is needed.
+    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s)
+    heartbeat = asyncio.create_task(renew_claims(claims, logger)) if claims else None
     try:
         if by_model:
             # Building prompts only: no judge, no key, no endpoint is needed.
@@ -419,7 +494,16 @@ async def run_sweep(
                 )
                 sweeps = [
                     ModelSweep(
-                        runtime, store, model, run_id, epoch, progress, known, asker, probe_of
+                        runtime,
+                        store,
+                        model,
+                        run_id,
+                        epoch,
+                        progress,
+                        known,
+                        asker,
+                        probe_of,
+                        claims,
                     ).sorting_batches(prefix_ordered[model])
                     for model in by_model
                 ]
@@ -430,11 +514,24 @@ async def run_sweep(
     finally:
         progress.finish()
         RATE_LIMITS.clear()
+        if heartbeat is not None:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        if claims is not None:
+            await asyncio.to_thread(claims.release_all)
 
     dropped += sum(s.dropped for s in sweeps)
     graded = sum(s.graded for s in sweeps)
     failed = sum(s.failed for s in sweeps)
     unsent = sum(s.unsent for s in sweeps)
+    elsewhere = sum(s.elsewhere for s in sweeps)
+    skipped += elsewhere
+    if window_dropped := len(cells) - len(kept):
+        reasons = [f"{window_dropped} longer than their model's context window"]
+    else:
+        reasons = []
+    reasons += [r for s in sweeps for r in s.drop_reasons][:1]
     spend = sweeps[0].asker.spend if sweeps else None
     spent = {
         "spent_tokens": spend.tokens if spend else 0,
@@ -450,9 +547,19 @@ async def run_sweep(
         "cells_graded": graded,
         "cells_failed": failed,
         "cells_unsent": unsent,
+        "cells_graded_elsewhere": elsewhere,
         **spent,
         "only_context": only_context,
     }
+    notes = [f"budget spent: {unsent} cells left unsent"] if unsent else []
+    if elsewhere:
+        notes.append(f"{elsewhere} cells graded by another run of the epoch meanwhile (skipped)")
+    nothing_measured = bool(cells) and dropped == len(cells)
+    if nothing_measured:
+        summary["nothing_measured"] = (
+            f"all {len(cells)} cells were dropped ({'; e.g. '.join(reasons)})"
+        )
+        notes.append(f"nothing measured: {summary['nothing_measured']}")
     store.append(
         "runs",
         [
@@ -467,7 +574,7 @@ async def run_sweep(
                 cells_graded=graded,
                 cells_failed=failed,
                 cells_unsent=unsent,
-                note=f"budget spent: {unsent} cells left unsent" if unsent else None,
+                note="; ".join(notes) or None,
                 **spent,
             )
         ],
@@ -482,7 +589,25 @@ async def run_sweep(
     message = json.dumps(summary)
     if failed:
         return Failed(message=f"{failed} cells failed: {message}", data=summary)
+    if nothing_measured:
+        return Failed(message=f"nothing measured: {message}", data=summary)
     return Completed(message=message, data=summary)
+
+
+def claim_poll_s(config: SweepConfig) -> float:
+    """How often a run looks again at cells another run holds."""
+    return min(2.0, config.claim_timeout_s / 4)
+
+
+async def renew_claims(claims: Claims, logger: Any) -> None:
+    """The lease on every cell this run holds, renewed while the run lives: a request that
+    takes minutes keeps its cell; a crashed run's cells lapse after the claim timeout."""
+    while True:
+        await asyncio.sleep(claims.timeout_s / 4)
+        try:
+            await asyncio.to_thread(claims.renew)
+        except Exception as exc:  # a busy claims file: the next beat tries again
+            logger.warning("claims not renewed: %s", exc)
 
 
 @flow(name="sweep", log_prints=True)

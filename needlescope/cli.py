@@ -81,7 +81,10 @@ def run(
     try:
         config = load_config(config_path)
         _check_models(config, query=not only_context)
-        store = Warehouse(warehouse or config.warehouse or default_root()).ensure()
+        store = Warehouse(warehouse or config.warehouse or default_root())
+        store.check_ours()
+        store.check_files()
+        store.ensure()
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 
@@ -141,6 +144,8 @@ def rerun(
         raise fail(f"--validity: {exc}") from None
     try:
         store = Warehouse(warehouse or default_root())
+        store.check_ours()
+        store.check_files()
         config, _ = run_config(store, run_id)
         _check_models(config, query=True)
     except NeedlescopeError as exc:
@@ -192,6 +197,8 @@ def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -
     if summary is None:
         raise fail(_state_error(state))
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    if summary.get("nothing_measured"):  # every cell dropped: a config to fix, not a result
+        raise fail(f"nothing measured: {summary['nothing_measured']}")
     if report and summary.get("cells_graded", 0) + summary.get("cells_skipped", 0) > 0:
         _write_report(root, report_dir)
     if summary.get("cells_unsent"):
@@ -579,7 +586,15 @@ def grade(
             result["disagreement"] = disagreement(result["accuracy"], verdict["judge_score"])
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
-    sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+    from needlescope.text import storable
+
+    # A value read from the answer may hold a lone surrogate (a JSON "\\ud800"): printed as
+    # U+FFFD, and flagged, since no terminal or pipe can take it as it is.
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    if (printable := storable(text)) is not text:
+        result["response_repaired"] = True
+        printable = storable(json.dumps(result, ensure_ascii=False, default=str))
+    sys.stdout.write(printable + "\n")
 
 
 @app.command("import-legacy")
@@ -603,8 +618,8 @@ def _text_or_file(value: str) -> str:
     path = Path(value)
     try:
         if len(value) < 4096 and path.is_file():
-            return path.read_text(encoding="utf-8")
-    except OSError:
+            return path.read_text(encoding="utf-8", errors="surrogateescape")
+    except (OSError, ValueError):  # ValueError: text no path can be (a NUL, a lone surrogate)
         pass
     return value
 

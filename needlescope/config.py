@@ -10,20 +10,22 @@ import re
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PositiveInt,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
 
 from needlescope.errors import ConfigError
+from needlescope.paths import dir_problem, file_problem
 
 if TYPE_CHECKING:
     from needlescope.providers.base import ChatRequest, Message
@@ -44,7 +46,37 @@ DEFAULT_BASE_URLS = {
 }
 LengthUnit = Literal["tokens", "bytes", "chars"]
 # Grid axes of sizes take whole numbers only: `true` or `1.5` in YAML is a mistake, not 1.
-Count = Annotated[int, Field(gt=0, strict=True)]
+Count = Annotated[int, Field(gt=0, le=100_000_000, strict=True)]
+
+
+def check_url(value: str) -> None:
+    """An http(s) URL with a host and a valid port, or a ValueError saying what is wrong."""
+    try:
+        url = urlsplit(value)
+        port = url.port
+    except ValueError as exc:  # "Port out of range 0-65535", "Port could not be cast…"
+        raise ValueError(f"not a usable URL {without_credentials(value)!r}: {exc}") from None
+    if url.scheme not in ("http", "https"):
+        raise ValueError(
+            f"{without_credentials(value)!r}: the URL must start with http:// or https://"
+        )
+    if not url.hostname:
+        raise ValueError(f"{without_credentials(value)!r}: the URL names no host")
+    if port == 0:
+        raise ValueError(f"{without_credentials(value)!r}: port 0 is not a port to connect to")
+
+
+def has_credentials(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.username is not None or parts.password is not None
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` taken out (for storing and showing it)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 class Frozen(BaseModel):
@@ -155,6 +187,18 @@ class ModelConfig(Frozen):
             raise ValueError(f"unknown provider {value!r}; known: {', '.join(PROVIDER_KINDS)}")
         return value
 
+    @field_validator("base_url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_url(value)
+        return value
+
+    @field_serializer("base_url")
+    def _no_credentials(self, value: str | None) -> str | None:
+        # Credentials in a URL are secrets like keys: a stored or printed config never has them.
+        return None if value is None else without_credentials(value)
+
     @model_validator(mode="after")
     def _remote_needs_url(self) -> ModelConfig:
         if self.provider == "openai" and not self.base_url:
@@ -163,6 +207,15 @@ class ModelConfig(Frozen):
             raise ValueError(f"an {self.provider} model needs model (the id the API expects)")
         if self.api_key_env and self.api_key_secret:
             raise ValueError("give api_key_env or api_key_secret, not both")
+        if self.base_url and has_credentials(self.base_url):
+            key = next((k for k in ("api_key_env", "api_key_secret") if getattr(self, k)), None)
+            if key is None and any(h.lower() == "authorization" for h in self.headers):
+                key = "an Authorization header"
+            if key is not None:
+                raise ValueError(
+                    f"base_url: credentials in the URL (sent as HTTP Basic auth) and {key}"
+                    " together: give one of them"
+                )
         return self
 
     @model_validator(mode="after")
@@ -319,6 +372,17 @@ class RecallProbe(Frozen):
             raise ValueError("jitter: the seed's random offsets need placements: [seed]")
         if self.digits != 4 and set(self.prompts) & set(SEED_TEMPLATES):
             raise ValueError("digits: the seed's prompt asks for four-digit numbers: use digits 4")
+        distinct = 9 * 10 ** (self.digits - 1)  # needlescope's templates never repeat a value
+        most = max(max(self.counts_for(r)) for r in self.regions)
+        if self.lengths and most > max(self.lengths):  # a needle takes a unit at least
+            raise ValueError(
+                f"needle_counts: {most:,} needles cannot fit in a length of {max(self.lengths):,}"
+            )
+        if most > distinct and set(self.prompts) - set(SEED_TEMPLATES):
+            raise ValueError(
+                f"needle_counts: {most:,} needles need {most:,} distinct {self.digits}-digit"
+                f" values, and there are {distinct:,}: raise digits or lower the count"
+            )
         return self
 
     def counts_for(self, region: str) -> list[int]:
@@ -340,8 +404,12 @@ class CountingStarsProbe(Frozen):
 
     probe: Literal["counting_stars"]
     preset: Literal["32-32", "64-32", "16-32", "32-16"] | None = None
-    stars: PositiveInt | None = None  # M; default from the preset, else 32
-    steps: PositiveInt | None = None  # N; default from the preset, else 32
+    stars: Annotated[int, Field(gt=0, le=100_000)] | None = (
+        None  # M; default: the preset's, else 32
+    )
+    steps: Annotated[int, Field(gt=0, le=100_000)] | None = (
+        None  # N; default: the preset's, else 32
+    )
     max_length: PositiveInt | None = None
     lengths: list[Count] | None = None  # explicit lengths instead of max_length / steps
     length_unit: LengthUnit = "tokens"
@@ -480,7 +548,7 @@ class CasesProbe(Frozen):
     # judge-v1: needlescope's rubric, JSON reply; uniah-judge: U-NIAH's LangChain evaluator.
     judge_prompt: Literal["judge-v1", "uniah-judge"] = "judge-v1"
     depths: list[float] | None = None  # explicit depth percents, 0–100
-    depth_count: PositiveInt = 5
+    depth_count: Annotated[int, Field(gt=0, le=100_000)] = 5
     depth_spacing: Literal["linear", "sigmoid"] = "linear"
     fillers: list[str] = Field(default=["prose-en"], min_length=1)
     answer_buffer: PositiveInt = 200  # tokens kept free for the answer
@@ -553,7 +621,9 @@ ProbeConfig = Annotated[
 
 class RetryPolicy(Frozen):
     retries: int = Field(default=3, ge=0, le=20)
-    backoff_s: list[float] = Field(default=[2.0, 10.0, 30.0])
+    backoff_s: list[Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]] = Field(
+        default=[2.0, 10.0, 30.0], max_length=50
+    )
 
 
 class Budget(Frozen):
@@ -625,6 +695,12 @@ class SweepConfig(Frozen):
     cell_order: Literal["auto", "prefix", "grid", "shuffled"] = "auto"
     # Merge the warehouse's small files when a run ends (warehouse/compaction.py).
     compact: bool = True
+    # A grid larger than this is refused before a cell is made: it is a mistake (repeats:
+    # 1000000000) far more often than a plan.
+    max_cells: PositiveInt = 1_000_000
+    # A sweep holds a claim on each cell it works on (warehouse/claims.py), renewed while it
+    # lives; a crashed sweep's claims lapse after this many seconds (at once on this machine).
+    claim_timeout_s: float = Field(default=120.0, ge=1, le=86_400)
 
     @model_validator(mode="before")
     @classmethod
@@ -749,22 +825,28 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
 
 
 def load_config(path: str | Path) -> SweepConfig:
+    from needlescope.config_yaml import read_yaml
+
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{path} is a directory, not a config file")
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "could not parse"
-        raise ConfigError(_one_line(f"{path}: invalid YAML{where}: {problem}")) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    config = parse_config(data, str(path))
-    return _resolve_relative_paths(config, path)
+    config = parse_config(read_yaml(path), str(path))
+    config = _resolve_relative_paths(config, path)
+    _check_grid_size(config, path)
+    return config
+
+
+def _check_grid_size(config: SweepConfig, source: Path) -> None:
+    """A grid past ``max_cells`` is refused before a cell is made (it is counted, not built)."""
+    from needlescope.grid_size import grid_sizes
+
+    sizes = grid_sizes(config)
+    total = sum(sizes)
+    if total > config.max_cells:
+        largest = max(range(len(sizes)), key=sizes.__getitem__)
+        raise ConfigError(
+            f"{source}: max_cells: the grid would make {total:,} cells (probes.{largest}:"
+            f" {sizes[largest]:,}), more than max_cells ({config.max_cells:,}); shrink the grid"
+            " or raise max_cells"
+        )
 
 
 def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
@@ -777,22 +859,17 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
         for name, spec in config.fillers.items()
     }
     for name, spec in fillers.items():
-        if (spec.as_is or spec.paper) and spec.path is not None:
-            if not spec.path.exists():
-                raise ConfigError(f"{source}: fillers.{name}.path: not found: {spec.path}")
-            from needlescope.fillers import as_is_files
-
-            if not as_is_files(spec.path):
-                raise ConfigError(f"{source}: fillers.{name}.path: no .txt files in {spec.path}")
-        elif spec.kind == "corpus" and spec.path is not None:
-            if not spec.path.is_dir():
-                raise ConfigError(
-                    f"{source}: fillers.{name}.path: corpus directory not found: {spec.path}"
-                )
-            if not any(spec.path.glob("*.txt")):
-                raise ConfigError(f"{source}: fillers.{name}.path: no .txt files in {spec.path}")
+        if spec.kind == "corpus" and spec.path is not None:
+            _check_corpus(spec, f"{source}: fillers.{name}.path")
     probes = [_resolve_probe_paths(probe, base) for probe in config.probes]
-    for probe in probes:
+    for index, probe in enumerate(probes):
+        for name in ("cases_file", "rubric_file"):
+            path = getattr(probe, name, None)
+            if isinstance(path, Path) and (problem := file_problem(path)) not in (
+                None,
+                "not found",
+            ):
+                raise ConfigError(f"{source}: probes.{index}.{name}: {path}: {problem}")
         if isinstance(probe, CasesProbe):  # a bad case file fails here, before Prefect starts
             from needlescope.probes.cases import load_cases
 
@@ -802,6 +879,40 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
 
             load_rubric(probe.rubric_file)
     return config.model_copy(update={"fillers": fillers, "probes": probes})
+
+
+def _check_corpus(spec: FillerSpec, where: str) -> None:
+    """A corpus folder (or, used as it is, a file) whose every .txt entry is a regular UTF-8
+    file: a folder named x.txt, a pipe or a symlink loop would fail the sweep mid-way."""
+    from needlescope.cells import filler_identity
+
+    assert spec.path is not None
+    path = spec.path
+    whole_files = spec.as_is or spec.paper  # these take one file as well as a folder
+    if whole_files and file_problem(path) is None:
+        entries = [path]
+    else:
+        problem = dir_problem(path)
+        if problem == "not found":
+            kind = "not found" if whole_files else "corpus directory not found"
+            raise ConfigError(f"{where}: {kind}: {path}")
+        if problem is not None:
+            raise ConfigError(f"{where}: {path}: {problem}")
+        entries = sorted(p for p in path.iterdir() if p.suffix == ".txt")
+    if not entries:
+        raise ConfigError(f"{where}: no .txt files in {path}")
+    for entry in entries:
+        if (problem := file_problem(entry)) is not None:
+            raise ConfigError(f"{where}: {entry}: {problem}")
+    # Each haystack is read once here (cached for the sweep), so bad text fails now.
+    specs = [spec.model_copy(update={"path": e}) for e in entries] if spec.as_is else [spec]
+    try:
+        for each in specs:
+            filler_identity(each)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: a .txt file in {path} is not UTF-8 text") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(_one_line(f"{where}: {path}: {exc}")) from None
 
 
 def _resolve_probe_paths(probe: Any, base: Path) -> Any:

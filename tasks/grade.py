@@ -11,6 +11,7 @@ from prefect.runtime import task_run
 from needlescope.probes import probe_module
 from needlescope.probes.base import Context, Grade
 from needlescope.providers.base import Reply
+from needlescope.text import storable
 from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse
 
@@ -58,6 +59,8 @@ async def grade_answers(
     epoch: str,
 ) -> GradedBatch:
     batch = GradedBatch()
+    repaired = [_storable(o) for o in outcomes]
+    outcomes = [o for o, _ in repaired]
     batch_graded = _grade_batches(contexts, outcomes, batch, run_id, epoch)
     for index, (context, outcome, tries, verdict) in enumerate(
         zip(contexts, outcomes, attempts, verdicts, strict=True)
@@ -81,9 +84,19 @@ async def grade_answers(
         if verdict is not None:
             grade = with_verdict(grade, verdict)
         batch.tables["answers"].append(
-            row_builders.graded_row(context, outcome, grade, run_id, epoch, tries)
+            row_builders.graded_row(
+                context, outcome, grade, run_id, epoch, tries, repaired=repaired[index][1]
+            )
         )
     return batch
+
+
+def _storable(outcome: Reply | BaseException) -> tuple[Reply | BaseException, bool]:
+    """A reply whose text UTF-8 can hold (graded as stored), and whether it had to change."""
+    if not isinstance(outcome, Reply):
+        return outcome, False
+    text = storable(outcome.text)
+    return (outcome, False) if text is outcome.text else (replace(outcome, text=text), True)
 
 
 def _grade_batches(

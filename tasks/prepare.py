@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
+from prefect.client.schemas.objects import TaskRun
+from prefect.context import TaskRunContext
 from prefect.runtime import task_run
+from prefect.states import State
 
 from needlescope.cells import Cell
 from needlescope.flows.runtime import Built, current_runtime
+
+
+class CountsFailed(Exception):
+    """Cells of the batch whose token counts failed in a way worth retrying: the task is
+    retried, and rebuilds only those (the runtime keeps the cells already built)."""
+
+    def __init__(self, built: Built) -> None:
+        super().__init__(f"{len(built.failed)} cells of the batch could not be counted")
+        self.built = built
 
 
 def _batch_name() -> str:
@@ -14,6 +28,17 @@ def _batch_name() -> str:
     return f"build {parameters['model']} ×{len(parameters['cells'])}"
 
 
-@task(name="build-prompts", task_run_name=_batch_name)
+def _retry_counts(task: Any, run: TaskRun, state: State) -> bool:
+    return isinstance(state.data, CountsFailed)
+
+
+@task(name="build-prompts", task_run_name=_batch_name, retry_condition_fn=_retry_counts)
 async def build_prompts(model: str, cells: list[Cell]) -> Built:
-    return await current_runtime().build_contexts(model, cells)
+    """With the sweep's retries (``with_options``), a failed count is retried like a failed
+    query; cells still failing after the last attempt come back in ``Built.failed``."""
+    built = await current_runtime().build_contexts(model, cells)
+    context = TaskRunContext.get()
+    attempts_left = context is not None and context.task_run.run_count <= context.task.retries
+    if attempts_left and any(error.retryable for _, error in built.failed):
+        raise CountsFailed(built)
+    return built

@@ -13,6 +13,7 @@ from needlescope.grading import RecallGrade, analyze_errors
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables
 from needlescope.providers.base import Reply
+from needlescope.text import storable_values
 from needlescope.validity import validity_of
 
 INTERNAL_ERROR = "internal"
@@ -73,6 +74,22 @@ def _answer_base(cell: Cell, run_id: str, epoch: str, attempts: int | None) -> d
 
 
 def graded_row(
+    context: Context,
+    reply: Reply,
+    grade: Grade,
+    run_id: str,
+    epoch: str,
+    attempts: int | None,
+    repaired: bool = False,
+) -> dict[str, Any]:
+    """``repaired``: the reply's text was made storable before grading (text.storable); values
+    read from it (a JSON ``"\\ud800"`` in an answer) are made storable here, and flagged too."""
+    row, fixed = storable_values(_graded_columns(context, reply, grade, run_id, epoch, attempts))
+    row["response_repaired"] = repaired or fixed
+    return row
+
+
+def _graded_columns(
     context: Context, reply: Reply, grade: Grade, run_id: str, epoch: str, attempts: int | None
 ) -> dict[str, Any]:
     return {

@@ -4,9 +4,29 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# 2: answers.uncounted; cells.prompt_bytes and cells.length_budget (the recall seed's terms).
-# 3: answers.validity and answers.cached_tokens (whether an answer measures recall).
-SCHEMA_VERSION = 3
+# The schema's steps, oldest first: (version, name, what it adds). Every step only adds columns
+# (older files read them as NULL: views read by name); a warehouse's empty schema files are
+# rewritten to the newest version when it is opened (store.Warehouse.upgrade).
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "initial", "runs, cells, answers, needle_outcomes, hallucinations, duplicates"),
+    (
+        2,
+        "recall-seed-terms",
+        "answers.uncounted; cells.prompt_bytes and cells.length_budget (the recall seed's terms)",
+    ),
+    (
+        3,
+        "validity",
+        "answers.validity and answers.cached_tokens (whether an answer measures recall)",
+    ),
+    (
+        4,
+        "response-repaired",
+        "answers.response_repaired: the reply held text UTF-8 cannot store (lone surrogates),"
+        " replaced by U+FFFD",
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -113,6 +133,9 @@ ANSWERS = pa.schema(
         # (no finish reason to judge by; counted as valid). NULL for a failed request.
         ("validity", pa.string()),
         ("cached_tokens", pa.int64()),  # prompt tokens the provider read from its cache
+        # The reply (or a value read from it) held what UTF-8 cannot encode, such as a lone
+        # surrogate from a JSON "\ud800": stored with U+FFFD in its place.
+        ("response_repaired", pa.bool_()),
     ]
 )
 

@@ -7,7 +7,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
+from needlescope.text import storable_values
+from needlescope.warehouse.claims import CLAIMS_FILE
 from needlescope.warehouse.compaction import (
     EMPTY_FILE,
     Snapshot,
@@ -31,6 +33,19 @@ from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"
+IDENTITY_FILE = "warehouse.json"
+# What needlescope keeps at a warehouse's top level (anything else: another tool's folder).
+OWN = frozenset(
+    {
+        "parquet",
+        "compacted",
+        DB_NAME,
+        f"{DB_NAME}.wal",
+        IDENTITY_FILE,
+        CLAIMS_FILE,
+        f"{CLAIMS_FILE}-journal",
+    }
+)
 
 
 def default_root() -> Path:
@@ -64,6 +79,27 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     return text
 
 
+def _schema_of(path: Path) -> pa.Schema | None:
+    """The schema of a Parquet file, or None if it is not one (say, cut short by a crash)."""
+    try:
+        return pq.read_schema(path).remove_metadata()
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _whole_parquet(path: Path) -> bool:
+    """Whether ``path`` starts and ends with Parquet's magic bytes, as every whole file does."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+            if handle.seek(0, os.SEEK_END) < 12:
+                return False
+            handle.seek(-4, os.SEEK_END)
+            return head == handle.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
 def _writer_pid(name: str) -> int | None:
     match = re.match(r"^\.\d{8}T\d+-(\d+)-", name)
     return int(match.group(1)) if match else None
@@ -90,6 +126,7 @@ class Warehouse:
 
     def ensure(self) -> Warehouse:
         """Create the folders, the empty per-table files and the identity file if missing."""
+        self.check_ours()
         try:
             for table, schema in TABLES.items():
                 folder = self.parquet / table
@@ -109,9 +146,60 @@ class Warehouse:
         reads as NULL in older files: adding columns is the only schema change we make.
         """
         empty = folder / EMPTY_FILE
-        if empty.exists() and pq.read_schema(empty).equals(schema, check_metadata=False):
+        found = _schema_of(empty) if empty.exists() else None
+        if found is not None and found.equals(schema, check_metadata=False):
             return
-        self._atomic_write(schema.empty_table(), empty)
+        # Several processes may create one warehouse at once: each writes its own temp file
+        # (the same content), and the renames replace each other atomically.
+        self._atomic_write(schema.empty_table(), empty, unique=True)
+
+    def check_ours(self) -> None:
+        """Refuse a folder another tool made (needlescope would write into it): one that holds
+        a warehouse.json not of needlescope's making, or other files and no warehouse.json.
+        Reads only; an absent folder is fine (``ensure`` creates it)."""
+        root = self.root
+        if not root.exists():
+            return
+        if not root.is_dir():
+            raise WarehouseError(f"cannot write warehouse at {root}: not a directory")
+        identity = root / IDENTITY_FILE
+        if identity.exists():
+            try:
+                meta = json.loads(identity.read_text(encoding="utf-8"))
+                ours = isinstance(meta, dict) and isinstance(meta.get("id"), str)
+            except (OSError, ValueError):
+                ours = False
+            if not ours:
+                raise WarehouseError(
+                    f"{root} is not a needlescope warehouse: its {IDENTITY_FILE} is not"
+                    " needlescope's; give another folder"
+                )
+            return
+        try:
+            foreign = sorted(
+                p.name for p in root.iterdir() if not p.name.startswith(".") and p.name not in OWN
+            )
+        except OSError as exc:
+            raise WarehouseError(f"cannot read warehouse at {root}: {exc.strerror}") from None
+        if foreign:
+            raise WarehouseError(
+                f"{root} is not a needlescope warehouse (no {IDENTITY_FILE}, and it holds"
+                f" {foreign[0]!r}{' and more' if len(foreign) > 1 else ''}): give a new or"
+                " empty folder"
+            )
+
+    def check_files(self) -> None:
+        """Name a Parquet file no reader could open (cut short, or not Parquet at all), before
+        a sweep starts rather than at its first query. Reads 8 bytes a file."""
+        if not (self.root / IDENTITY_FILE).is_file():
+            return
+        for files in snapshot(self.root).files.values():
+            for path in files:
+                if not _whole_parquet(path):
+                    raise WarehouseError(
+                        f"corrupt Parquet file in the warehouse: {path} (not a whole Parquet"
+                        " file); move it out of the warehouse to go on"
+                    )
 
     def upgrade(self) -> None:
         """Bring an existing warehouse's empty schema files up to this version (idempotent)."""
@@ -131,18 +219,24 @@ class Warehouse:
                 partial.unlink(missing_ok=True)
 
     def _identity(self) -> dict[str, Any]:
-        path = self.root / "warehouse.json"
+        path = self.root / IDENTITY_FILE
         if not path.exists():
             meta = {
                 "id": uuid.uuid4().hex,
                 "schema_version": SCHEMA_VERSION,
                 "created_at": datetime.now(UTC).isoformat(),
             }
+            # Written whole under a name of its own, then linked into place: a process that
+            # creates the same warehouse at the same moment never reads a half-written file,
+            # and the first link wins (link, unlike rename, never replaces).
+            draft = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+            draft.write_text(json.dumps(meta), encoding="utf-8")
             try:
-                with path.open("x", encoding="utf-8") as handle:
-                    json.dump(meta, handle)
+                os.link(draft, path)
             except FileExistsError:
                 pass
+            finally:
+                draft.unlink(missing_ok=True)
         return dict(json.loads(path.read_text(encoding="utf-8")))
 
     @property
@@ -150,7 +244,7 @@ class Warehouse:
         return str(self._identity()["id"])
 
     def exists(self) -> bool:
-        return (self.root / "warehouse.json").is_file()
+        return (self.root / IDENTITY_FILE).is_file()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -159,7 +253,9 @@ class Warehouse:
     ) -> Path | None:
         """Write rows as one new Parquet file; readers never see a partial file."""
         schema = TABLES[table]
-        records = [{"schema_version": SCHEMA_VERSION, **row} for row in rows]
+        # Any text is storable: what UTF-8 cannot encode (a model's lone surrogate) becomes
+        # U+FFFD rather than failing the write (answers flag it: rows.graded_row).
+        records = [{"schema_version": SCHEMA_VERSION, **storable_values(row)[0]} for row in rows]
         if not records:
             return None
         data = pa.Table.from_pylist(records, schema=schema)
@@ -176,8 +272,14 @@ class Warehouse:
         return target
 
     @staticmethod
-    def _atomic_write(data: pa.Table, target: Path) -> None:
+    def _atomic_write(data: pa.Table, target: Path, unique: bool = False) -> None:
+        """``unique``: a temp name of this writer's own, for a target others may write too (a
+        data file's name is unique already). The name starts with a stamp and the pid, as the
+        orphaned-partial sweep expects."""
         partial = partial_of(target)
+        if unique:
+            stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            partial = target.with_name(f".{stamp}-{target.name}.partial")
         pq.write_table(data, partial, compression="zstd")
         with partial.open("rb") as handle:
             os.fsync(handle.fileno())
@@ -189,6 +291,7 @@ class Warehouse:
         """An in-memory DuckDB connection with the views: no lock on the .duckdb file."""
         if not self.exists():
             raise WarehouseError(f"no warehouse at {self.root} (run a sweep or import first)")
+        self.check_ours()
         self.upgrade()
         con = duckdb.connect()
         use_snapshot(con, snapshot(self.root))
@@ -216,17 +319,23 @@ class Warehouse:
         try:
             use_snapshot(con, snapshot(self.root, (table,)), tables=(table,))
             return con.execute(f"WITH t AS {table_sql(table)} {sql}", params).fetchall()
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:  # DuckDB names the file
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise WarehouseError(f"cannot read the warehouse at {self.root}: {first}") from None
         finally:
             con.close()
 
-    def graded_cell_ids(self, epoch: str) -> set[str]:
-        """Cells of an epoch that already have a graded answer: never queried again."""
-        rows = self.query_table(
-            "answers",
-            "SELECT DISTINCT cell_id FROM t WHERE epoch = ? AND error_kind IS NULL",
-            [epoch],
-        )
-        return {row[0] for row in rows}
+    def graded_cell_ids(self, epoch: str, among: Collection[str] | None = None) -> set[str]:
+        """Cells of an epoch (of ``among``, if given) that already have a graded answer: never
+        queried again."""
+        sql = "SELECT DISTINCT cell_id FROM t WHERE epoch = ? AND error_kind IS NULL"
+        params: list[Any] = [epoch]
+        if among is not None:
+            if not among:
+                return set()
+            sql += " AND list_contains(?, cell_id)"
+            params.append(sorted(among))
+        return {row[0] for row in self.query_table("answers", sql, params)}
 
     def latest_errors(self, epoch: str) -> dict[str, str]:
         """Cells of an epoch with no graded answer whose latest attempt failed: their error kind."""

@@ -63,6 +63,7 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        -- rows written before validity existed had no finish reason to judge by: unknown
        coalesce(a.validity, CASE WHEN a.error_kind IS NULL THEN 'unknown' END) AS validity,
        a.cached_tokens,
+       a.response_repaired,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)

@@ -8,6 +8,7 @@ from typing import Any
 from needlescope.errors import NeedlescopeError
 from needlescope.probes import MODULES, probe_module
 from needlescope.providers.base import Reply
+from needlescope.text import storable
 from needlescope.validity import validity_of
 
 
@@ -63,8 +64,10 @@ def grade_one(
     context_facts = _json(facts, "--facts") if facts else {}
     if not isinstance(context_facts, dict):
         raise NeedlescopeError("--facts must be a JSON object")
-    grade = probe_module(probe).grade(target, context_facts, answer)
-    reply = Reply(answer, finish_reason, None, None, reasoning_tokens, 0.0)
+    # As the sweep stores it: what UTF-8 cannot hold is U+FFFD, and the grade says so.
+    stored = storable(answer)
+    grade = probe_module(probe).grade(target, context_facts, stored)
+    reply = Reply(stored, finish_reason, None, None, reasoning_tokens, 0.0)
     result: dict[str, Any] = {
         "probe": probe,
         "validity": validity_of(reply),
@@ -73,6 +76,7 @@ def grade_one(
         "accuracy": grade.accuracy,
         **grade.figures,
         "answered": grade.answered,
+        "response_repaired": stored is not answer,
     }
     if grade.detail:
         result["detail"] = dict(grade.detail)

@@ -77,6 +77,13 @@ class HttpProvider(abc.ABC):
         reasoning: bool = False,
         reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
+        url = URL(base_url)
+        # Credentials in the URL go as HTTP Basic auth, stated once for the session rather than
+        # left in every request's URL (config refuses them beside a key).
+        self._auth: aiohttp.BasicAuth | None = None
+        if url.user is not None or url.password is not None:
+            self._auth = aiohttp.BasicAuth(url.user or "", url.password or "")
+            base_url = str(url.with_user(None))
         self.name = name
         self.reasoning = reasoning
         self.reasoning_budget = reasoning_budget
@@ -86,9 +93,8 @@ class HttpProvider(abc.ABC):
         self.max_retry_after_s = max_retry_after_s
         self.max_connections = max_connections
         self._headers = headers
-        url = URL(base_url)
         secret = [v for k, v in headers.items() if looks_secret(k)]
-        secret += self._url_secrets(url)
+        secret += [url.password or "", *self._url_secrets(url)]
         self._secrets = sorted(
             {s for s in (api_key, *secret) if s and len(s) >= 6}, key=len, reverse=True
         )  # never shown
@@ -162,6 +168,7 @@ class HttpProvider(abc.ABC):
                 connector=aiohttp.TCPConnector(limit=self.max_connections),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 headers=self._headers,
+                auth=self._auth,
             )
             self._loop = loop
         return self._session

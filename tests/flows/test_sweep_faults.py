@@ -269,6 +269,7 @@ def test_a_failed_token_count_is_a_failed_cell_retried_next_run(
         config = write_config(
             f"""
 name: counted
+retry: {{retries: 0}}   # the count's failure is not retried in this run: the next run's
 models:
   - {{name: claude, provider: anthropic, base_url: "{server.url}", model: claude-fake-1,
       api_key_env: NS_FAKE_KEY}}

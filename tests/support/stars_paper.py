@@ -37,8 +37,6 @@ ASK_ZH_REASONING = ASK_ZH.replace("收集所数★的颗数", "收集所数★�
 )
 
 
-
-
 def english_haystack(folder: Path, j: int) -> str:
     """The .txt files in name order, newlines made spaces, split on single spaces, j pieces."""
     text = ""
@@ -70,8 +68,6 @@ def papers_loop(context: str, star_texts: list[str], language: str) -> str:
         else:
             words, w = context.split(" "), len(star.split(" "))
             context = (
-                " ".join(words[: w * i + k + j // m])
-                + star
-                + " ".join(words[j // m + k + w * i :])
+                " ".join(words[: w * i + k + j // m]) + star + " ".join(words[j // m + k + w * i :])
             )
     return context

@@ -61,9 +61,15 @@ class Bad:
     files: dict[str, str] = field(default_factory=dict)  # other files beside the config
     dirs: tuple[str, ...] = ()  # folders to create beside the config
     warehouse: str = "wh"
+    links: dict[str, str] = field(default_factory=dict)  # symlinks beside the config: name → target
+    hidden: tuple[str, ...] = ()  # never in the error line (secrets)
 
 
 BROKEN_CASE = "recipe:\n  needles: []\n  question: What is in it?\n  true_answer: plums\n"
+# Nine levels of nine aliases: 9**9 values once expanded, from a few hundred bytes.
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
 
 BAD = [
     # -- the file itself
@@ -321,6 +327,97 @@ BAD = [
         files={"taken": "not a folder"},
         warehouse="taken/wh",
     ),
+    # -- hostile input: refused in one line, quickly, in little memory (issue 16)
+    Bad(
+        "needles-beyond-the-digits",
+        GOOD.replace("lengths: [400]", "lengths: [100000]").replace("[2]", "[20000]"),
+        ("probes.0.recall.needle_counts", "20,000", "9,000"),
+    ),
+    Bad(
+        "needles-beyond-the-length",
+        GOOD.replace("needle_counts: [2]", "needle_counts: [20000]"),
+        ("probes.0.recall.needle_counts", "cannot fit"),
+    ),
+    Bad(
+        "port-out-of-range",
+        GOOD.replace(UNREACHABLE, "http://127.0.0.1:99999/v1"),
+        ("config.yaml", "models.0.base_url", "99999", "out of range"),
+    ),
+    Bad(
+        "url-not-http",
+        GOOD.replace(UNREACHABLE, "file:///etc/passwd"),
+        ("models.0.base_url", "http:// or https://"),
+    ),
+    Bad("yaml-alias-bomb", ALIAS_BOMB, ("config.yaml", "alias bomb")),
+    Bad("yaml-recursive-alias", "a: &a [*a]\n", ("config.yaml", "refers to itself")),
+    Bad("yaml-nested-too-deep", "x: " + "[" * 5000 + "]" * 5000 + "\n", ("config.yaml",)),
+    Bad("yaml-huge-integer", "name: bad\nseed: " + "9" * 5000 + "\n", ("config.yaml",)),
+    Bad(
+        "a-billion-repeats",
+        with_recall("repeats: 1000000000"),
+        ("config.yaml", "max_cells", "1,000,000,000 cells", "1,000,000"),
+    ),
+    Bad(
+        "corpus-entry-a-directory",
+        with_recall("fillers: [novel]") + "fillers:\n  novel: {kind: corpus, path: corpus}\n",
+        ("fillers.novel.path", "{tmp}/corpus/b.txt", "a directory"),
+        files={"corpus/a.txt": "Some prose. More prose.\n"},
+        dirs=("corpus", "corpus/b.txt"),
+    ),
+    Bad(
+        "corpus-entry-a-symlink-loop",
+        with_recall("fillers: [novel]") + "fillers:\n  novel: {kind: corpus, path: corpus}\n",
+        ("fillers.novel.path", "{tmp}/corpus/loop.txt", "symlink loop"),
+        files={"corpus/a.txt": "Some prose. More prose.\n"},
+        dirs=("corpus",),
+        links={"corpus/loop.txt": "loop.txt"},
+    ),
+    Bad(
+        "corpus-not-utf8",
+        with_recall("fillers: [novel]") + "fillers:\n  novel: {kind: corpus, path: corpus}\n",
+        ("fillers.novel.path", "not UTF-8"),
+        files={"corpus/a.txt": "caf\udce9 au lait\n"},
+        dirs=("corpus",),
+    ),
+    Bad(
+        "warehouse-of-another-tool",
+        GOOD_LOCAL,
+        ("{tmp}/wh", "not a needlescope warehouse", "warehouse.json"),
+        files={"wh/warehouse.json": '{"tool": "someone else"}', "wh/notes.txt": "mine"},
+    ),
+    Bad(
+        "warehouse-folder-in-use",
+        GOOD_LOCAL,
+        ("{tmp}/wh", "not a needlescope warehouse", "results.csv"),
+        files={"wh/results.csv": "a,b\n1,2\n"},
+    ),
+    Bad(
+        "corrupt-parquet-in-the-warehouse",
+        GOOD_LOCAL,
+        ("corrupt Parquet file", "{tmp}/wh/parquet/answers/recall/m/x.parquet"),
+        files={
+            "wh/warehouse.json": '{"id": "0123456789abcdef"}',
+            "wh/parquet/answers/recall/m/x.parquet": "PAR1 but then not Parquet at all",
+        },
+    ),
+    Bad("negative-backoff", GOOD + "retry: {backoff_s: [2, -1]}\n", ("retry.backoff_s.1",)),
+    Bad("a-key-given-twice", GOOD + "name: again\n", ("config.yaml", "'name' is given twice")),
+    Bad(
+        "config-a-symlink-loop",
+        None,
+        ("{tmp}/loop.yaml", "symlink loop"),
+        config_name="loop.yaml",
+        links={"loop.yaml": "loop.yaml"},
+    ),
+    Bad("config-of-50-mb", GOOD + "#" * (50 << 20) + "\n", ("config.yaml", "larger than")),
+    Bad(
+        "url-credentials-and-a-key",
+        GOOD.replace(UNREACHABLE, "http://user:s3cret-pw@127.0.0.1:9/v1").replace(
+            "model: x}", "model: x, api_key_env: SOME_KEY}"
+        ),
+        ("models.0.base_url", "credentials", "api_key_env"),
+        hidden=("s3cret-pw",),
+    ),
     # -- what the user typed is shown as typed, never read as console markup
     Bad("brackets-in-a-value", with_recall("fillers: ['[/x]']"), ("config.yaml", "[/x]")),
     Bad("brackets-in-the-file-name", "- one\n", ("[red]odd.yaml",), config_name="[red]odd.yaml"),
@@ -330,9 +427,12 @@ BAD = [
 def prepare(tmp_path: Path, bad: Bad) -> tuple[list[str], Path, list[str]]:
     """Write the case's files; return the CLI arguments, the warehouse and the names to find."""
     for name in bad.dirs:
-        (tmp_path / name).mkdir()
+        (tmp_path / name).mkdir(parents=True)
     for name, text in bad.files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    for name, target in bad.links.items():
+        (tmp_path / name).symlink_to(target)
     config = tmp_path / bad.config_name
     if isinstance(bad.text, bytes):
         config.write_bytes(bad.text)
@@ -343,8 +443,11 @@ def prepare(tmp_path: Path, bad: Bad) -> tuple[list[str], Path, list[str]]:
     return ["run", str(config), "-w", str(wh)], wh, names
 
 
-def parquet_in(wh: Path) -> list[Path]:
-    return list(wh.rglob("*.parquet")) if wh.is_dir() else []
+def tree(folder: Path) -> dict[str, bytes] | None:
+    """Every file under ``folder`` with its content; None when there is no folder."""
+    if not folder.is_dir():
+        return None
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.fixture
@@ -357,6 +460,7 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("bad", BAD, ids=[b.id for b in BAD])
 def test_bad_config_is_one_line_with_exit_code_2(bad: Bad, tmp_path: Path, clean_env: None) -> None:
     args, wh, names = prepare(tmp_path, bad)
+    before = tree(wh)
     result = CliRunner().invoke(app, args)
     output = result.output
     assert "Traceback" not in output
@@ -367,7 +471,10 @@ def test_bad_config_is_one_line_with_exit_code_2(bad: Bad, tmp_path: Path, clean
     assert lines[0].startswith("error: "), lines[0]
     for name in names:
         assert name in lines[0], f"{name!r} not in {lines[0]!r}"
-    assert not parquet_in(wh), "a broken config wrote to the warehouse"
+    for secret in bad.hidden:
+        assert secret not in output
+    # The warehouse folder is left as it was: not created, not written into.
+    assert tree(wh) == before, "a broken config touched the warehouse folder"
 
 
 def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
@@ -420,3 +527,87 @@ def test_bad_configs_never_import_prefect(tmp_path: Path) -> None:
     assert not imported, f"Prefect was imported by: {imported}"
     # Each case stopped with an error of its own (its exit code is checked above, in-process).
     assert all(code != 0 for code, _ in outcomes), outcomes
+
+
+# The hostile inputs of issue 16: each refused within 10 s, the whole set in under 1 GB.
+HOSTILE = [
+    b
+    for b in BAD
+    if b.id
+    in {
+        "needles-beyond-the-digits",
+        "port-out-of-range",
+        "yaml-alias-bomb",
+        "a-billion-repeats",
+        "corpus-entry-a-directory",
+        "corpus-entry-a-symlink-loop",
+        "warehouse-of-another-tool",
+        "corrupt-parquet-in-the-warehouse",
+        "negative-backoff",
+        "a-key-given-twice",
+        "config-a-symlink-loop",
+        "config-of-50-mb",
+        "url-credentials-and-a-key",
+    }
+]
+BOUNDED = """
+import io, json, resource, sys, time
+from contextlib import redirect_stderr, redirect_stdout
+limit = 4 << 30  # a regression fails here rather than taking the machine's memory
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from needlescope.cli import app
+
+outcomes = []
+for args in json.loads(sys.argv[1]):
+    began, out = time.monotonic(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(out):
+            app(args)
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    except BaseException as exc:
+        code = type(exc).__name__
+    outcomes.append([code, round(time.monotonic() - began, 2), out.getvalue()])
+peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+prefect = "prefect" in sys.modules
+print(json.dumps({"outcomes": outcomes, "peak_mb": peak_kb / 1024, "prefect": prefect}))
+"""
+
+
+def test_hostile_configs_are_refused_fast_in_little_memory(tmp_path: Path) -> None:
+    runs, before = [], []
+    for index, bad in enumerate(HOSTILE):
+        folder = tmp_path / f"{index:02d}"
+        folder.mkdir()
+        args, wh, _ = prepare(folder, bad)
+        runs.append(args)
+        before.append((wh, tree(wh)))
+    env = {k: v for k, v in os.environ.items() if k != MISSING_KEY}
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED, json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    for bad, (code, seconds, output), (wh, tree_before) in zip(
+        HOSTILE, report["outcomes"], before, strict=True
+    ):
+        lines = [line for line in output.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, (bad.id, code, output[-2000:])
+        assert seconds < 10, (bad.id, seconds)
+        assert tree(wh) == tree_before, bad.id
+    assert report["peak_mb"] < 1024, report["peak_mb"]
+    assert not report["prefect"]
+    print(
+        "hostile configs:",
+        len(HOSTILE),
+        "peak MB",
+        round(report["peak_mb"]),
+        "slowest s",
+        max(seconds for _, seconds, _ in report["outcomes"]),
+    )

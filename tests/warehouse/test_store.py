@@ -227,3 +227,48 @@ def test_uncounted_replies_stay_out_of_the_seeds_counts(tmp_path: Path) -> None:
     assert rows == [(4, 1, 2, 75.0)]
     uncounted = con.sql("SELECT cell_id, uncounted FROM results WHERE uncounted IS NOT NULL")
     assert sorted(c for c, _ in uncounted.fetchall()) == ["c3", "c4"]
+
+
+def test_a_schema_2_warehouse_reads_response_repaired_as_null(tmp_path: Path) -> None:
+    """Schema 3's step (response-repaired) adds a column: older answers read it as NULL."""
+    import pyarrow as pa
+
+    from needlescope.warehouse.schema import MIGRATIONS, SCHEMA_VERSION
+
+    assert [v for v, _, _ in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    assert MIGRATIONS[-1][1] == "response-repaired"
+    store = Warehouse(tmp_path).ensure()
+    schema_2 = TABLES["answers"].remove(TABLES["answers"].get_field_index("response_repaired"))
+    empty = store.parquet / "answers" / "_empty.parquet"
+    pq.write_table(schema_2.empty_table(), empty)
+    store.append("cells", [cell("c1")])
+    pq.write_table(
+        pa.Table.from_pylist([{"schema_version": 2, **answer("c1", accuracy=50.0)}], schema_2),
+        store.parquet / "answers" / "old.parquet",
+    )
+    con = Warehouse(tmp_path).connect()  # the empty file is rewritten to schema 3
+    assert pq.read_schema(empty).equals(TABLES["answers"], check_metadata=False)
+    assert con.execute("SELECT accuracy, response_repaired FROM results").fetchall() == [
+        (50.0, None)
+    ]
+
+
+def test_text_utf8_cannot_hold_is_stored_as_replacement_characters(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path).ensure()
+    store.append("cells", [cell("c1")])
+    store.append("answers", [answer("c1", response='{"1": 1234} \ud800', answered='["\udfff"]')])
+    con = store.connect()
+    assert con.execute("SELECT response, answered FROM answers").fetchall() == [
+        ('{"1": 1234} \ufffd', '["\ufffd"]')
+    ]
+
+
+def test_a_folder_another_tool_made_is_never_written_into(tmp_path: Path) -> None:
+    (tmp_path / "results.csv").write_text("a,b\n")
+    with pytest.raises(WarehouseError, match="not a needlescope warehouse"):
+        Warehouse(tmp_path).ensure()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+    # Hidden files (a .gitkeep) and needlescope's own names are no sign of another tool.
+    (tmp_path / "results.csv").unlink()
+    (tmp_path / ".gitkeep").write_text("")
+    Warehouse(tmp_path).ensure()
