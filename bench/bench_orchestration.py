@@ -69,8 +69,8 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     from needlescope.flows.runtime import SweepRuntime
     from needlescope.probes import probe_module
     from needlescope.providers.base import Reply
-    from needlescope.warehouse import rows as row_builders
     from needlescope.warehouse.store import Warehouse
+    from needlescope.warehouse.store import rows as row_builders
 
     config = load_config(config_path)
     model = config.models[0]

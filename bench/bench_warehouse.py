@@ -49,8 +49,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
-from needlescope.warehouse.store import Warehouse, slug
+from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
+from needlescope.warehouse.store.store import Warehouse, slug
 
 VERSION = "1"  # bump when the generator changes: the cached warehouse is rebuilt
 HERE = Path(__file__).resolve().parent
@@ -549,7 +549,8 @@ print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1
 REPORT_CHILD = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from needlescope.warehouse import report, tables
+from needlescope.warehouse.report import page as report
+from needlescope.warehouse.stats import tables
 phases = {}
 def timed(module, name, label):
     fn = getattr(module, name, None)
@@ -566,7 +567,7 @@ timed(report, "_connect", "views")
 timed(report, "_snapshot", "snapshot of results")
 timed(report, "_load", "statistics queries")
 try:
-    from needlescope.warehouse import report_extras
+    from needlescope.warehouse.report import extras as report_extras
 except ImportError:
     report_extras = None
 if report_extras is not None and sys.argv[2:] == ["core"]:

@@ -32,9 +32,9 @@ from needlescope.providers.registry import CACHES_PREFIXES
 from needlescope.tasks.grade import grade_answers, persist
 from needlescope.tasks.prepare import build_prompts
 from needlescope.tasks.query import ATTEMPTS, RATE_LIMITS
-from needlescope.warehouse import rows as row_builders
-from needlescope.warehouse.claims import Claims
 from needlescope.warehouse.store import Warehouse, default_root
+from needlescope.warehouse.store import rows as row_builders
+from needlescope.warehouse.store.claims import Claims
 
 
 def helper_models(
@@ -325,7 +325,7 @@ def _run_row(
 
 def compact_warehouse(store: Warehouse, logger: Any) -> None:
     """Merge the warehouse's small files (this run's and others'). Never fails the sweep."""
-    from needlescope.warehouse.compaction import compact
+    from needlescope.warehouse.store.compaction import compact
 
     try:
         done = compact(store.root)
@@ -346,7 +346,7 @@ def epoch_drift(
 ) -> list[dict[str, Any]] | None:
     """Each model's recall accuracy against its previous epoch on the same cells; a change
     whose paired bootstrap 95% interval excludes zero is flagged. Never fails the sweep."""
-    from needlescope.warehouse.significance import drift_summary
+    from needlescope.warehouse.stats.significance import drift_summary
 
     try:
         con = store.connect()

@@ -242,7 +242,7 @@ def _state_error(state: Any) -> str:
 
 
 def _write_report(root: Path, out: Path, **options: Any) -> None:
-    from needlescope.warehouse.report import write_report
+    from needlescope.warehouse.report.page import write_report
 
     path = write_report(root, out, **options)
     console.print(f"report: {path}")
@@ -419,7 +419,7 @@ def sql(
     ] = "table",
 ) -> None:
     """Run SQL on the warehouse views."""
-    from needlescope.warehouse.query import run_sql
+    from needlescope.warehouse.store.query import run_sql
 
     if output_format not in ("table", "csv", "json"):
         raise fail(f"--format must be table, csv or json, not {output_format!r}")
@@ -452,8 +452,8 @@ def compact(
     """Merge the warehouse's small files (sweeps also do it when they end). Safe while sweeps
     write and reports read: readers see every row exactly once."""
     from needlescope.errors import WarehouseError
-    from needlescope.warehouse.compaction import compact as compact_files
     from needlescope.warehouse.store import Warehouse
+    from needlescope.warehouse.store.compaction import compact as compact_files
 
     store = Warehouse(warehouse)
     if not store.exists():
@@ -604,8 +604,8 @@ def import_legacy(
     warehouse: WarehouseOption = None,
 ) -> None:
     """Import the recall seed's SQLite results into the warehouse (idempotent)."""
-    from needlescope.warehouse.legacy import import_legacy_db
     from needlescope.warehouse.store import Warehouse, default_root
+    from needlescope.warehouse.store.legacy import import_legacy_db
 
     try:
         summary = import_legacy_db(db_path, model, Warehouse(warehouse or default_root()))

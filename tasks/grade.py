@@ -12,8 +12,8 @@ from needlescope.probes import probe_module
 from needlescope.probes.base import Context, Grade
 from needlescope.providers.base import Reply
 from needlescope.text import storable
-from needlescope.warehouse import rows as row_builders
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store import rows as row_builders
 
 GRADED_TABLES = ("answers", *row_builders.ANALYSIS_TABLES)
 

@@ -22,9 +22,9 @@ import pytest
 
 from needlescope.cells import short_hash
 from needlescope.grading import grade_recall
-from needlescope.warehouse.report import write_report
-from needlescope.warehouse.rows import analysis_rows
+from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.rows import analysis_rows
 from tests.support.browser import PageReport, find_chromium, inspect_file
 
 # `make test` installs Debian's chromium; in CI its absence is a failure, not a skip.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from needlescope.warehouse.report import write_report
+from needlescope.warehouse.report.page import write_report
 from tests.support.browser import PageSession, find_chromium, open_page
 from tests.support.synthetic_sweep import (
     EPOCHS,

@@ -25,8 +25,8 @@ from needlescope.grading import grade_recall
 from needlescope.probes import cases, counting_stars, probe_module, rag, recall
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.build import build_context
-from needlescope.warehouse.rows import analysis_rows, cell_row, grade_tables
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.rows import analysis_rows, cell_row, grade_tables
 
 T0 = datetime(2026, 4, 1, 3, 0, tzinfo=UTC)
 EPOCHS = ("drill-2026-04-01", "drill-2026-04-02")

@@ -26,7 +26,7 @@ from needlescope.probes.build import build_context
 from needlescope.providers.base import Reply
 from needlescope.providers.open import open_provider
 from needlescope.validity import VALUES, validity_of
-from needlescope.warehouse.rows import error_row, graded_row
+from needlescope.warehouse.store.rows import error_row, graded_row
 from tests.support import (
     anthropic_server,
     gemini_server,

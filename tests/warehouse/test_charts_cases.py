@@ -22,7 +22,8 @@ from needlescope.haystack import measure_text
 from needlescope.probes import cases, rag
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
-from needlescope.warehouse import charts_cases, report
+from needlescope.warehouse.charts import cases as charts_cases
+from needlescope.warehouse.report import page as report
 from needlescope.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 from needlescope.cells import Cell
 from needlescope.config import GotoProbe, parse_config
 from needlescope.probes import goto
-from needlescope.warehouse import charts_goto
+from needlescope.warehouse.charts import goto as charts_goto
 from needlescope.warehouse.store import Warehouse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 
 from needlescope.cells import canonical_json
 from needlescope.probes import counting_stars as stars
-from needlescope.warehouse import charts_stars
+from needlescope.warehouse.charts import counting_stars as charts_stars
 from needlescope.warehouse.store import Warehouse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

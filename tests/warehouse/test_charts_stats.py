@@ -15,10 +15,11 @@ import pytest
 from openpyxl import load_workbook
 
 from needlescope.grading import grade_recall
-from needlescope.warehouse import charts, stats, tables
-from needlescope.warehouse.report import write_report
-from needlescope.warehouse.rows import analysis_rows
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.report.page import write_report
+from needlescope.warehouse.stats import stats, tables
+from needlescope.warehouse.store import Warehouse, figures
+from needlescope.warehouse.store.rows import analysis_rows
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 AXIS_VALUES = {
@@ -74,7 +75,7 @@ RESULTS = pl.DataFrame(
 def results_con() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.register("results", RESULTS)
-    con.execute(stats.RECALL_STATS_VIEW)  # as Warehouse.connect() does
+    con.execute(figures.RECALL_STATS_VIEW)  # as Warehouse.connect() does
     return con
 
 
@@ -142,7 +143,7 @@ def test_median_of_an_even_count_and_pooling_by_other_axes(
 def test_the_view_sql_is_the_one_recall_stats_reads(
     results_con: duckdb.DuckDBPyConnection,
 ) -> None:
-    results_con.execute(stats.RECALL_STATS_VIEW)
+    results_con.execute(figures.RECALL_STATS_VIEW)
     from_view = results_con.sql("SELECT * FROM recall_stats ORDER BY model, length").pl()
     assert from_view.equals(stats.recall_stats(results_con))
     results_con.execute("SET VARIABLE recall_unstable_range = 60")

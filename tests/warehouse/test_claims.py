@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from needlescope.warehouse.claims import CLAIMS_FILE, Claims
+from needlescope.warehouse.store.claims import CLAIMS_FILE, Claims
 
 CELLS = [f"c{i:03d}" for i in range(50)]
 

@@ -14,10 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from needlescope.cli import app
-from needlescope.warehouse import compaction
-from needlescope.warehouse.compaction import compact
-from needlescope.warehouse.schema import TABLES
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store import Warehouse, compaction
+from needlescope.warehouse.store.compaction import compact
+from needlescope.warehouse.store.schema import TABLES
 from tests.support.synthetic_sweep import build_warehouse
 
 CHUNK = 2  # rows per appended file: many small files, as sweeps write them

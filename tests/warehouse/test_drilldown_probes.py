@@ -15,9 +15,11 @@ import polars as pl
 import pytest
 
 from needlescope.probes.base import Context
-from needlescope.warehouse import charts_cases, drilldown, report
-from needlescope.warehouse.probe_figures import ProbeCharts, probe_figures
-from needlescope.warehouse.rows import cell_row
+from needlescope.warehouse.charts import cases as charts_cases
+from needlescope.warehouse.report import page as report
+from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report.figures import ProbeCharts, probe_figures
+from needlescope.warehouse.store.rows import cell_row
 from tests.support.synthetic_sweep import (
     PROBES_EPOCH,
     Built,

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from needlescope.grading import grade_recall
-from needlescope.warehouse.legacy import NOT_KEPT, import_legacy_db, legacy_epoch
-from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.legacy import NOT_KEPT, import_legacy_db, legacy_epoch
+from needlescope.warehouse.store.schema import TABLES
 
 SEED_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "seed_recall_results"
 CLI = Path(sys.executable).parent / "needlescope"

@@ -18,11 +18,13 @@ from needlescope.config import parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.build import build_context
-from needlescope.warehouse import compare_section, drilldown, significance
-from needlescope.warehouse.report import write_report
-from needlescope.warehouse.report_html import json_script
-from needlescope.warehouse.rows import cell_row
+from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report.html import json_script
+from needlescope.warehouse.report.page import write_report
+from needlescope.warehouse.report.sections import compare as compare_section
+from needlescope.warehouse.stats import significance
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.rows import cell_row
 from tests.support.synthetic_sweep import EPOCHS, INJECTED, Built, build_warehouse
 
 VARIANTS = ("needle_count", "filler")

@@ -13,9 +13,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.warehouse import significance as sig
-from needlescope.warehouse.significance import Side
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.stats import significance as sig
+from needlescope.warehouse.stats.significance import Side
+from needlescope.warehouse.store import Warehouse, figures
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -259,9 +259,9 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
 
 
 def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path) -> None:
-    """The report's tables and charts (stats.summary_sql figures) get the intervals defined
+    """The report's tables and charts (figures.summary_sql figures) get the intervals defined
     here, not the Student t interval of the recall_stats view."""
-    from needlescope.warehouse import stats
+    from needlescope.warehouse.stats import stats
 
     sweep = Sweep(tmp_path)
     sweep.run("run-e1", "e1")
@@ -272,7 +272,7 @@ def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path)
     sweep.answer("m", "e1", 2000, None)  # nothing parsed at 2000
     con = sweep.connect()
     summary = stats.recall_stats(con)
-    table = sig.with_intervals(con, summary, stats.AXES, seed=3)
+    table = sig.with_intervals(con, summary, figures.AXES, seed=3)
     assert table.height == summary.height and table.columns[: len(summary.columns)] == list(
         summary.columns
     )

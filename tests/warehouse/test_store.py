@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse.schema import TABLES
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.schema import TABLES
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -233,7 +233,7 @@ def test_a_schema_2_warehouse_reads_response_repaired_as_null(tmp_path: Path) ->
     """Schema 3's step (response-repaired) adds a column: older answers read it as NULL."""
     import pyarrow as pa
 
-    from needlescope.warehouse.schema import MIGRATIONS, SCHEMA_VERSION
+    from needlescope.warehouse.store.schema import MIGRATIONS, SCHEMA_VERSION
 
     assert [v for v, _, _ in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
     assert MIGRATIONS[-1][1] == "response-repaired"

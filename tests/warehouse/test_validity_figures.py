@@ -8,11 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from needlescope.warehouse import significance as sig
-from needlescope.warehouse import stats
-from needlescope.warehouse.schema import ANSWERS
-from needlescope.warehouse.significance import Side
+from needlescope.warehouse.stats import significance as sig
+from needlescope.warehouse.stats import stats
+from needlescope.warehouse.stats.significance import Side
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.schema import ANSWERS
 from tests.warehouse.test_significance import Sweep, pattern, row
 
 

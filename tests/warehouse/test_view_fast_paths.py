@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from needlescope.warehouse import stats
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.stats import stats
+from needlescope.warehouse.store import Warehouse, figures
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -184,7 +184,7 @@ def test_needle_and_hallucination_rates_match_the_plain_grouping(
     if snapshot:  # as the report reads them: from a table holding the results' columns
         con.execute("CREATE TEMP TABLE snap AS SELECT * FROM results")
         source = "snap"
-    axes = ", ".join(f'"{a}"' for a in stats.AXES)
+    axes = ", ".join(f'"{a}"' for a in figures.AXES)
     plain = f"""
         SELECT {axes}, needle_index,
                count(*) AS parsed_answers,

@@ -22,8 +22,8 @@ from needlescope.cells import canonical_json, short_hash
 from needlescope.errors import WarehouseError
 from needlescope.grading import grade_recall
 from needlescope.validity import UNKNOWN
-from needlescope.warehouse.rows import analysis_rows
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.rows import analysis_rows
 
 RAW_TABLE = re.compile(r"(bytes|tokens)_([0-9]+)")
 STATS_TABLE = re.compile(r"(bytes|tokens)_stats")

@@ -49,8 +49,11 @@ from needlescope.probes import cases as cases_probe
 from needlescope.probes import probe_module
 from needlescope.probes.base import prompt_sha256
 from needlescope.probes.build import rebuild
-from needlescope.warehouse import charts, charts_cases, charts_stars, stats
-from needlescope.warehouse.report_html import anchor, json_clean, json_script
+from needlescope.warehouse.charts import cases as charts_cases
+from needlescope.warehouse.charts import counting_stars as charts_stars
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.report.html import anchor, json_clean, json_script
+from needlescope.warehouse.store import figures
 
 # The recall heatmaps a click drills into: the field each puts on its y axis, its title, and
 # how the panel's title names the clicked row.
@@ -71,8 +74,8 @@ CONTEXT_BUDGET = 3_000_000  # characters of context in one page, all cells toget
 REBUILD_SECONDS = 30.0  # time spent rebuilding contexts, all cells together
 NEEDLE_REACH = 400  # characters after a needle's offset its value may sit at (a star sentence)
 KEY_SEPARATOR = "\x1f"
-# A recall cell config: every grid axis but the repeat (stats.AXES without the probe).
-GROUP_AXES = stats.CONFIG_AXES
+# A recall cell config: every grid axis but the repeat (figures.AXES without the probe).
+GROUP_AXES = figures.CONFIG_AXES
 # Config columns read from an answer's cell row (c), the way the probes' views (views_*.sql)
 # read them.
 CELL_AXIS_SQL: dict[str, str] = {

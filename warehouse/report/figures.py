@@ -9,8 +9,10 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from needlescope.warehouse import charts_goto, charts_stars, drilldown
-from needlescope.warehouse.charts import Chart
+from needlescope.warehouse.charts import counting_stars as charts_stars
+from needlescope.warehouse.charts import goto as charts_goto
+from needlescope.warehouse.charts.shared import Chart
+from needlescope.warehouse.report.drilldown import collect as drilldown
 
 Figures = list[tuple[str, Chart]]
 
@@ -71,7 +73,7 @@ CASES_HEATMAPS = {
 
 def cases(con: duckdb.DuckDBPyConnection) -> ProbeCharts:
     """LLM and RAG answers of the same cases side by side: drawn once, in the cases section."""
-    from needlescope.warehouse import charts_cases
+    from needlescope.warehouse.charts import cases as charts_cases
 
     frames = charts_cases.load(con)
     named = charts_cases.figures(frames)

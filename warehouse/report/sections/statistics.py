@@ -21,8 +21,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from needlescope.warehouse import significance, stats
-from needlescope.warehouse.report_html import (
+from needlescope.warehouse.report.html import (
     anchor,
     esc,
     failed,
@@ -31,6 +30,8 @@ from needlescope.warehouse.report_html import (
     p_value,
     table,
 )
+from needlescope.warehouse.stats import significance
+from needlescope.warehouse.store import figures
 
 MAX_UNSTABLE_ROWS = 100
 
@@ -207,7 +208,7 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
         return failed("unstable cells", exc)
     if frame.is_empty():
         return f"<p class='muted'>No cell config spans more than {spread:g} points.</p>"
-    axes = [a for a in stats.CONFIG_AXES if a in ("model", "length") or frame[a].n_unique() > 1]
+    axes = [a for a in figures.CONFIG_AXES if a in ("model", "length") or frame[a].n_unique() > 1]
     shown = frame.sort("accuracy_range", descending=True).head(MAX_UNSTABLE_ROWS)
     rows = []
     for r in shown.iter_rows(named=True):

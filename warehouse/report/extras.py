@@ -20,15 +20,13 @@ from typing import Any, Protocol
 import duckdb
 import polars as pl
 
-from needlescope.warehouse import (
-    charts,
-    compare_section,
-    drilldown,
-    run_metadata,
-    statistics_section,
-)
-from needlescope.warehouse.probe_figures import ProbeCharts
-from needlescope.warehouse.report_html import failed
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report.figures import ProbeCharts
+from needlescope.warehouse.report.html import failed
+from needlescope.warehouse.report.sections import compare as compare_section
+from needlescope.warehouse.report.sections import run_metadata
+from needlescope.warehouse.report.sections import statistics as statistics_section
 from needlescope.warehouse.store import Warehouse
 
 DEFAULT_THRESHOLD = 85.0

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from needlescope.warehouse.report_html import esc, number, table, text
+from needlescope.warehouse.report.html import esc, number, table, text
 
 MAX_RUNS = 50
 PACKAGES = ("needlescope", "duckdb", "polars", "altair", "vl-convert-python", "prefect")

@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from needlescope.warehouse.stats import (
+from needlescope.warehouse.store.figures import (
     AXES,
     COUNTED,
     INVALID_FIGURES,

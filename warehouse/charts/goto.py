@@ -7,8 +7,8 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from needlescope.warehouse import charts
-from needlescope.warehouse.charts import Chart
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.charts.shared import Chart
 
 ORDERS = ["ordered", "shuffled"]
 NO_WRONG = "No wrong answers that name a value: nothing to chart."

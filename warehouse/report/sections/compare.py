@@ -26,8 +26,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from needlescope.warehouse import significance
-from needlescope.warehouse.report_html import esc, json_clean, json_script
+from needlescope.warehouse.report.html import esc, json_clean, json_script
+from needlescope.warehouse.stats import significance
 
 MAX_MODELS = 15
 MAX_EPOCHS = 3

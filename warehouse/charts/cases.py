@@ -14,8 +14,8 @@ import altair as alt
 import duckdb
 import polars as pl
 
-from needlescope.warehouse import charts
-from needlescope.warehouse.charts import ACCURACY_DOMAIN, Chart, placeholder
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.charts.shared import ACCURACY_DOMAIN, Chart, placeholder
 
 JUDGE_DOMAIN = (1.0, 10.0)
 KEYWORD_PASS, JUDGE_PASS = 50.0, 7  # as needlescope.judge: where each grade calls it correct

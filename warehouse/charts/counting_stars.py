@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import altair as alt
 import polars as pl
 
-from needlescope.warehouse import charts
-from needlescope.warehouse.charts import Chart
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.charts.shared import Chart
 
 # Axes that tell one Counting-Stars variant from another (beside the model and the length).
 VARIANT_AXES = ("stars", "language", "order", "reasoning", "filler", "prompt_version")

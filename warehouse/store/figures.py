@@ -1,19 +1,12 @@
-"""Error statistics as tidy Polars frames, read from the views (never from file paths).
-
-Every summary is one SQL definition, :func:`summary_sql`, grouped by whichever axes a table
-or chart needs. Accuracy figures are over valid answers (``COUNTED``: validity ``valid`` or
-``unknown``) that have an accuracy (``PARSED``): a recall parse failure counts as an answer but
-has none (the seed's rule), while a counting_stars reply with no list scores 0 (needlescope's
-rule). The other answers are counted apart as ``invalid``, with ``invalid_why`` naming their
-validities; failed requests (``error_kind`` set) are counted apart as ``errors``.
+"""The figures' one definition, in SQL: which answers count, how a group of answers is
+summarised, and the views generated from those definitions (``recall_stats``,
+``position_accuracy``). The views read them at connect time; ``warehouse/stats`` runs the same
+definitions over any grouping.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-import duckdb
-import polars as pl
 
 from needlescope import validity as _validity
 
@@ -65,7 +58,7 @@ def _t975(df: str) -> str:
     )
 
 
-def _quoted(axes: Sequence[str]) -> str:
+def quoted(axes: Sequence[str]) -> str:
     return ", ".join(f'"{axis}"' for axis in axes)
 
 
@@ -79,7 +72,7 @@ def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     variable ``recall_unstable_range`` (default 30 points). Every figure but ``errors``,
     ``invalid`` and ``invalid_why`` is over valid answers.
     """
-    cols = _quoted(axes)
+    cols = quoted(axes)
     parsed = PARSED
     return f"""
 WITH per_group AS (
@@ -145,7 +138,7 @@ def needle_counts_sql(
     (model and probe from the answer, the rest from its cell), as in ``needle_outcomes``.
     ``counted_only``: the valid answers' needles only (False: every answer's, as the seed).
     """
-    cols = _quoted(axes)
+    cols = quoted(axes)
     where = f"WHERE {COUNTED}" if counted_only else ""
     same = " AND ".join(f'k."{a}" IS NOT DISTINCT FROM g."{a}"' for a in axes)
     figures = ",\n           ".join(f"{expr} AS {name}" for name, expr in counts.items())
@@ -201,121 +194,3 @@ RECALL_STATS_VIEW = f"""
 CREATE OR REPLACE VIEW recall_stats AS
 {summary_sql(AXES).strip()};
 """
-
-
-def _order(axes: Sequence[str]) -> str:
-    return ", ".join(f'"{axis}" NULLS FIRST' for axis in axes)
-
-
-def recall_stats(
-    con: duckdb.DuckDBPyConnection,
-    unstable_range: float = UNSTABLE_RANGE,
-    *,
-    source: str = "results",
-) -> pl.DataFrame:
-    """The statistics table: one row per cell config, with the spread of its repeats.
-
-    ``source``: the ``results`` view, or a table holding (some of) its rows and columns.
-    """
-    con.execute(f"SET VARIABLE {UNSTABLE_VARIABLE} = {float(unstable_range)!r}")
-    query = "SELECT * FROM recall_stats" if source == "results" else summary_sql(AXES, source)
-    return con.sql(f"{query} ORDER BY {_order(AXES)}").pl()
-
-
-def accuracy_summary(con: duckdb.DuckDBPyConnection, axes: Sequence[str]) -> pl.DataFrame:
-    """The same figures as :func:`recall_stats`, grouped by any axes of ``results``."""
-    return con.sql(f"{summary_sql(axes)} ORDER BY {_order(axes)}").pl()
-
-
-def accuracy_by_length(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Mean accuracy (with its 95% interval) and parse failures per cell config."""
-    return accuracy_summary(con, AXES)
-
-
-def needle_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
-    """Per needle index of every cell config: shares (0-100) of the parsed answers that
-    recalled it in order (the seed's position accuracy), missed it, or misordered it."""
-    counts = needle_counts_sql(
-        AXES,
-        {
-            "parsed_answers": "count(*)",
-            "in_order": "count(*) FILTER (WHERE o.in_lcs)",
-            "missing": "count(*) FILTER (WHERE o.outcome = 'missing')",
-            "misorder": "count(*) FILTER (WHERE o.outcome = 'misorder')",
-        },
-        source,
-    )
-    return con.sql(
-        f"""
-        SELECT *,
-               100.0 * in_order / parsed_answers AS position_accuracy,
-               100.0 * missing / parsed_answers AS missing_rate,
-               100.0 * misorder / parsed_answers AS misorder_rate
-        FROM ({counts})
-        ORDER BY {_order(AXES)}, needle_index
-        """
-    ).pl()
-
-
-def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
-    """Hallucinated values per parsed answer, by the anchor interval they sit in.
-
-    Every interval seen in a config is listed at every length of that config with parsed
-    answers, with 0 where none fell in it, so a heatmap tells "none" from "not tested".
-    """
-    cols = _quoted(AXES)
-    same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
-    variant = [a for a in AXES if a != "length"]
-    same_variant = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM k."{a}"' for a in variant)
-    return con.sql(
-        f"""
-        WITH parsed AS (
-            SELECT {cols}, count(*) AS parsed_answers
-            FROM {source} WHERE {PARSED}
-            GROUP BY {cols}
-        ), found AS (
-            -- the hallucinations view's rows (those of the answers in results), by config
-            SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
-                   count(*) AS hallucinations
-            FROM raw_hallucinations h
-            JOIN {source} r ON r.run_id = h.run_id AND r.epoch = h.epoch
-                AND r.cell_id = h.cell_id
-            WHERE r.{COUNTED}
-            GROUP BY ALL
-        ), intervals AS (
-            SELECT DISTINCT {_quoted(variant)}, key_from, key_to FROM found
-        ), grid AS (
-            SELECT p.*, k.key_from, k.key_to
-            FROM parsed p JOIN intervals k ON {same_variant}
-        )
-        SELECT {", ".join(f'p."{a}"' for a in AXES)}, p.key_from, p.key_to,
-               concat(p.key_from, '–', p.key_to) AS interval,
-               coalesce(i.hallucinations, 0) AS hallucinations,
-               p.parsed_answers,
-               coalesce(i.hallucinations, 0) / p.parsed_answers AS per_answer
-        FROM grid p
-        LEFT JOIN found i ON {same} AND p.key_from = i.key_from AND p.key_to = i.key_to
-        ORDER BY {", ".join(f'p."{a}" NULLS FIRST' for a in AXES)}, p.key_from, p.key_to
-        """
-    ).pl()
-
-
-def run_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    return con.sql(
-        """
-        SELECT run_id, epoch, config_name, started_at, ended_at, cells_total, cells_skipped,
-               cells_dropped, cells_graded, cells_failed, needlescope_version, note
-        FROM runs ORDER BY started_at DESC LIMIT 50
-        """
-    ).pl()
-
-
-def error_counts(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
-    """Failed cells (those of ``failed_cells``) per model and error kind."""
-    return con.sql(
-        f"""
-        SELECT model, error_kind, count(*) AS cells
-        FROM {source} WHERE error_kind IS NOT NULL
-        GROUP BY ALL ORDER BY cells DESC, model, error_kind
-        """
-    ).pl()

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
-from needlescope.warehouse.claims import CLAIMS_FILE
-from needlescope.warehouse.compaction import (
+from needlescope.warehouse.store.claims import CLAIMS_FILE
+from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
     Snapshot,
     mark_views_snapshot,
@@ -29,7 +29,8 @@ from needlescope.warehouse.compaction import (
     table_sql,
     use_snapshot,
 )
-from needlescope.warehouse.schema import SCHEMA_VERSION, TABLES
+from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
+from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"
@@ -60,7 +61,7 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     """views.sql, then each probe's views_<probe>.sql (they build on the shared views). The
     tables are read from the connection's snapshot variables, or with ``live_from`` (the
     parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
-    folder = resources.files("needlescope.warehouse")
+    folder = resources.files("needlescope.warehouse.store")
     names = [
         "views.sql",
         *sorted(
@@ -70,8 +71,6 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
         ),
     ]
     text = "\n".join(folder.joinpath(name).read_text() for name in names)
-    # These views are generated from the one definition of their figures (stats.py).
-    from needlescope.warehouse.stats import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
 
     text += POSITION_ACCURACY_VIEW + RECALL_STATS_VIEW
     for table in TABLES:

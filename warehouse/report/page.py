@@ -21,19 +21,15 @@ import polars as pl
 import vl_convert as vlc
 
 from needlescope.errors import WarehouseError
-from needlescope.warehouse import (
-    charts,
-    charts_render,
-    drilldown,
-    report_extras,
-    significance,
-    stats,
-    tables,
-)
-from needlescope.warehouse.probe_figures import probe_figures
-from needlescope.warehouse.report_html import anchor
-from needlescope.warehouse.schema import TABLES
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.charts import render as charts_render
+from needlescope.warehouse.charts import shared as charts
+from needlescope.warehouse.report import extras as report_extras
+from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report.figures import probe_figures
+from needlescope.warehouse.report.html import anchor
+from needlescope.warehouse.stats import significance, stats, tables
+from needlescope.warehouse.store import Warehouse, figures
+from needlescope.warehouse.store.schema import TABLES
 
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>needlescope report</title>
@@ -209,7 +205,7 @@ _REPORT_COLUMNS = (
     "run_id",
     "epoch",
     "cell_id",
-    *stats.AXES,
+    *figures.AXES,
     "repeat",
     "error_kind",
     "parse_ok",
@@ -229,10 +225,10 @@ def _load(
     con: duckdb.DuckDBPyConnection, unstable_range: float, source: str = "results"
 ) -> tuple[pl.DataFrame, list[ProbeData]]:
     table = significance.with_intervals(
-        con, stats.recall_stats(con, unstable_range, source=source), stats.AXES, source
+        con, stats.recall_stats(con, unstable_range, source=source), figures.AXES, source
     )
     # The needle heatmaps show, beside their rates, the config's invalid answers.
-    invalid = table.select(*stats.AXES, *charts.INVALID)
+    invalid = table.select(*figures.AXES, *charts.INVALID)
     needles = _joined(stats.needle_rates(con, source=source), invalid)
     invented = _joined(stats.hallucination_rates(con, source=source), invalid)
     pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
@@ -240,8 +236,8 @@ def _load(
     for probe in table["probe"].unique(maintain_order=True).to_list():
         rows = table.filter(pl.col("probe") == probe)
         variant = charts.varying(rows, ("needle_count", "prompt_version", "placement", "region"))
-        by_model = stats.summary_sql(["probe", "model"], pooled)
-        by_filler = stats.summary_sql(["probe", "model", "filler", *variant], pooled)
+        by_model = figures.summary_sql(["probe", "model"], pooled)
+        by_filler = figures.summary_sql(["probe", "model", "filler", *variant], pooled)
         params = {"probe": probe}
         models = con.sql(f"{by_model} ORDER BY ALL", params=params).pl()
         fillers = con.sql(f"{by_filler} ORDER BY ALL", params=params).pl()
@@ -260,7 +256,7 @@ def _load(
 
 
 def _joined(frame: pl.DataFrame, invalid: pl.DataFrame) -> pl.DataFrame:
-    return frame.join(invalid, on=list(stats.AXES), how="left", nulls_equal=True)
+    return frame.join(invalid, on=list(figures.AXES), how="left", nulls_equal=True)
 
 
 # ------------------------------------------------------------------------------- charts
@@ -545,7 +541,7 @@ def _probe_section(
         "<h3>Charts</h3>",
         *(_figure(name) for name in names),
     ]
-    shown_axes = charts.varying(data.stats, stats.AXES) or ["length"]
+    shown_axes = charts.varying(data.stats, figures.AXES) or ["length"]
     if "length" not in shown_axes:
         shown_axes = ["length", *shown_axes]
     for model in models:
@@ -573,7 +569,7 @@ def write_report(
     root: Path,
     out: Path,
     *,
-    unstable_range: float = stats.UNSTABLE_RANGE,
+    unstable_range: float = figures.UNSTABLE_RANGE,
     effective_threshold: float = report_extras.DEFAULT_THRESHOLD,
     unstable_spread: float | None = None,
 ) -> Path:

@@ -37,7 +37,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from needlescope.warehouse.schema import TABLES
+from needlescope.warehouse.store.schema import TABLES
 
 COMPACTED = "compacted"
 MANIFESTS = "_manifests"
