@@ -13,7 +13,7 @@ from needlescope.fillers import SyntheticProseFiller
 from needlescope.probes import cases, rag, uniah
 from needlescope.probes.base import prompt_sha256
 from needlescope.probes.build import rebuild
-from needlescope.warehouse.report.drilldown.collect import cell_of
+from needlescope.warehouse.report.drilldown import cell_of
 from needlescope.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.e2e

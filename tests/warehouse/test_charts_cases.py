@@ -23,7 +23,7 @@ from needlescope.probes import cases, rag
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
 from needlescope.warehouse.charts import cases as charts_cases
-from needlescope.warehouse.report import page as report
+from needlescope.warehouse.charts import vega
 from needlescope.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -279,8 +279,8 @@ def test_charts_build_from_the_views(con: Any, tmp_path: Path) -> None:
     assert [layer["mark"]["type"] for layer in pairs["layer"]] == ["rule", "circle"]
     verdicts = figures["cases_judge_vs_keywords"].to_dict()["title"]["subtitle"]
     assert verdicts.startswith("4 of 8 judged answers (50%) disagree")
-    report.save_chart(figures["cases_keyword_heatmap"], tmp_path / "heatmap")
-    report.save_chart(figures["cases_llm_vs_rag"], tmp_path / "pairs")
+    vega.save_spec(vega.chart_spec(figures["cases_keyword_heatmap"]), tmp_path / "heatmap")
+    vega.save_spec(vega.chart_spec(figures["cases_llm_vs_rag"]), tmp_path / "pairs")
     assert (tmp_path / "heatmap.svg").stat().st_size > 1000
     assert (tmp_path / "pairs.png").stat().st_size > 1000
 

@@ -15,6 +15,7 @@ import pytest
 from openpyxl import load_workbook
 
 from needlescope.grading import grade_recall
+from needlescope.warehouse.charts import lines
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.stats import stats, tables
@@ -214,10 +215,10 @@ def find(node: Any, key: str) -> list[Any]:
 def test_every_builder_returns_a_valid_chart() -> None:
     frame = charts.with_label(summary(), ["filler"], "panel")
     built = [
-        charts.accuracy_by_length(frame, panel="panel"),
-        charts.accuracy_by_length(summary(), color="filler", panel="model"),
-        charts.parse_failures_by_length(frame, panel="panel"),
-        charts.accuracy_by_filler(summary()),
+        lines.accuracy_by_length(frame, panel="panel"),
+        lines.accuracy_by_length(summary(), color="filler", panel="model"),
+        lines.parse_failures_by_length(frame, panel="panel"),
+        lines.accuracy_by_filler(summary()),
         charts.heatmap(needle_frame(), value="position_accuracy", title="Position accuracy"),
     ]
     for chart in built:
@@ -258,23 +259,23 @@ def test_degenerate_frames_give_placeholders_not_errors() -> None:
     empty = summary().clear()
     nothing_parsed = summary().with_columns(pl.lit(None, pl.Float64).alias("mean_accuracy"))
     for chart in (
-        charts.accuracy_by_length(empty),
-        charts.accuracy_by_length(nothing_parsed),
-        charts.accuracy_by_filler(nothing_parsed),
-        charts.parse_failures_by_length(empty),
+        lines.accuracy_by_length(empty),
+        lines.accuracy_by_length(nothing_parsed),
+        lines.accuracy_by_filler(nothing_parsed),
+        lines.parse_failures_by_length(empty),
         charts.heatmap(needle_frame().clear(), value="position_accuracy", title="P"),
     ):
         data = spec(chart)
         assert data["mark"]["type"] == "text"
         assert "nothing to chart" in json.dumps(data["datasets"])
     # Parse failures alone still chart their rate.
-    assert "layer" in spec(charts.parse_failures_by_length(nothing_parsed))
+    assert "layer" in spec(lines.parse_failures_by_length(nothing_parsed))
 
 
 def test_one_length_and_many_models() -> None:
-    one = spec(charts.accuracy_by_length(summary(lengths=(4000,))))
+    one = spec(lines.accuracy_by_length(summary(lengths=(4000,))))
     assert find(one, "x")[0]["type"] == "ordinal"
-    many = spec(charts.accuracy_by_length(summary(models=15)))
+    many = spec(lines.accuracy_by_length(summary(models=15)))
     assert "tableau20" in json.dumps(many)
     heat = spec(charts.heatmap(needle_frame(12), value="position_accuracy", title="P"))
     assert heat["columns"] == 4

@@ -16,8 +16,10 @@ import pytest
 
 from needlescope.probes.base import Context
 from needlescope.warehouse.charts import cases as charts_cases
+from needlescope.warehouse.charts import vega
+from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report import page as report
-from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report.drilldown import assemble as drilldown_collect
 from needlescope.warehouse.report.figures import ProbeCharts, probe_figures
 from needlescope.warehouse.store.rows import cell_row
 from tests.support.synthetic_sweep import (
@@ -56,7 +58,7 @@ def _targets(own: dict[str, ProbeCharts]) -> list[drilldown.Target]:
 
 def _datums(chart: Any) -> list[dict[str, Any]]:
     """Every data row of a chart's spec: for a heatmap, the datum of each of its cells."""
-    spec = report.chart_spec(chart)
+    spec = vega.chart_spec(chart)
     return [row for rows in spec.get("datasets", {}).values() for row in rows]
 
 
@@ -234,7 +236,7 @@ def test_a_page_bounds_all_its_heatmaps_together(
     root = tmp_path / "wh"
     build_warehouse(root)  # recall: 16 needle-heatmap cells
     build_probe_warehouse(root)
-    monkeypatch.setattr(drilldown, "MAX_ANSWERS", 100)  # 16 + 72 cells: one answer each
+    monkeypatch.setattr(drilldown_collect, "MAX_ANSWERS", 100)  # 16 + 72 cells: one answer each
     page = report.write_report(root, tmp_path / "out").read_text(encoding="utf-8")
     found = re.search(r"<script type='application/json' id='drilldown'>(.*?)</script>", page, re.S)
     assert found

@@ -18,7 +18,8 @@ from needlescope.config import parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.build import build_context
-from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report import drilldown
+from needlescope.warehouse.report.drilldown import assemble as drilldown_collect
 from needlescope.warehouse.report.html import json_script
 from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.report.sections import compare as compare_section
@@ -54,7 +55,7 @@ def test_drilldown_rebuilds_every_haystack_and_caps_the_answers(built: Built) ->
     assert len(data["groups"]) == 2 * 2 * 2 * 2
     for group in data["groups"].values():
         assert group["answers"] == 4 and len(group["shown"]) == 3
-    key = drilldown.group_key("recall", "alpha", "3 needles · pattern", 600)
+    key = drilldown.cell_key("recall", "alpha", "3 needles · pattern", 600)
     assert key in data["groups"]
     for answer_id in data["groups"][key]["shown"]:
         answer = data["answers"][answer_id]
@@ -76,8 +77,8 @@ def test_drilldown_rebuilds_every_haystack_and_caps_the_answers(built: Built) ->
 def test_drilldown_shows_fewer_answers_per_cell_when_there_are_many_cells(
     built: Built, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(drilldown, "MAX_ANSWERS", 20)  # 16 heatmap cells: 1 answer each
-    monkeypatch.setattr(drilldown, "RESPONSE_BUDGET", 100)
+    monkeypatch.setattr(drilldown_collect, "MAX_ANSWERS", 20)  # 16 heatmap cells: 1 answer each
+    monkeypatch.setattr(drilldown_collect, "RESPONSE_BUDGET", 100)
     con = built.store.connect()
     try:
         data = drilldown.collect(con, [drilldown.recall_target("recall", VARIANTS)])

@@ -13,6 +13,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from needlescope.warehouse.stats import accuracy, intervals
 from needlescope.warehouse.stats import significance as sig
 from needlescope.warehouse.stats.significance import Side
 from needlescope.warehouse.store import Warehouse, figures
@@ -145,35 +146,35 @@ def row(frame: pl.DataFrame, **where: Any) -> dict[str, Any]:
 
 
 def test_wilson_interval_matches_the_textbook_formula() -> None:
-    lo, hi = sig.wilson_interval(81, 263)
+    lo, hi = intervals.wilson_interval(81, 263)
     assert (lo, hi) == pytest.approx((0.2553, 0.3662), abs=5e-5)
     # Closed form by hand for 0 of 10: (0, z² / (n + z²)).
     z2 = 1.959964**2
-    assert sig.wilson_interval(0, 10) == pytest.approx((0.0, z2 / (10 + z2)))
-    assert sig.wilson_interval(10, 10) == pytest.approx((10 / (10 + z2), 1.0))
-    assert all(math.isnan(x) for x in sig.wilson_interval(0, 0))
+    assert intervals.wilson_interval(0, 10) == pytest.approx((0.0, z2 / (10 + z2)))
+    assert intervals.wilson_interval(10, 10) == pytest.approx((10 / (10 + z2), 1.0))
+    assert all(math.isnan(x) for x in intervals.wilson_interval(0, 0))
     with pytest.raises(ValueError):
-        sig.wilson_interval(5, 4)
+        intervals.wilson_interval(5, 4)
 
 
 def test_wilson_interval_contains_the_rate_and_narrows_with_n() -> None:
     widths = []
     for n in (10, 100, 1000, 10000):
-        lo, hi = sig.wilson_interval(3 * n // 10, n)
+        lo, hi = intervals.wilson_interval(3 * n // 10, n)
         assert lo < 0.3 < hi
         widths.append(hi - lo)
     assert widths == sorted(widths, reverse=True)
     # a wider z gives a wider interval
-    assert sig.wilson_interval(30, 100, z=2.576)[0] < sig.wilson_interval(30, 100)[0]
+    assert intervals.wilson_interval(30, 100, z=2.576)[0] < intervals.wilson_interval(30, 100)[0]
 
 
 def test_bootstrap_is_deterministic_for_a_seed_and_order_free() -> None:
     values = [float(v) for v in (0, 10, 25, 50, 50, 75, 80, 100, 100, 100, 40, 60)]
-    first = sig.bootstrap_mean_interval(values, seed=7)
-    assert sig.bootstrap_mean_interval(values, seed=7) == first
-    assert sig.bootstrap_mean_interval(list(reversed(values)), seed=7) == first
-    assert sig.bootstrap_mean_interval(pl.Series(values), seed=7) == first
-    assert sig.bootstrap_mean_interval(values, seed=8) != first
+    first = intervals.bootstrap_mean_interval(values, seed=7)
+    assert intervals.bootstrap_mean_interval(values, seed=7) == first
+    assert intervals.bootstrap_mean_interval(list(reversed(values)), seed=7) == first
+    assert intervals.bootstrap_mean_interval(pl.Series(values), seed=7) == first
+    assert intervals.bootstrap_mean_interval(values, seed=8) != first
     mean = sum(values) / len(values)
     lo, hi = first
     assert lo < mean < hi
@@ -186,18 +187,18 @@ def test_bootstrap_is_deterministic_for_a_seed_and_order_free() -> None:
 
 
 def test_bootstrap_edge_cases_and_the_normal_fallback() -> None:
-    assert all(math.isnan(x) for x in sig.bootstrap_mean_interval([]))
-    assert sig.bootstrap_mean_interval([42.0]) == (42.0, 42.0)
-    assert sig.bootstrap_mean_interval([5.0, None, float("nan"), 5.0]) == (5.0, 5.0)
-    narrow = sig.bootstrap_mean_interval([0.0, 100.0] * 200, resamples=500)
-    wide = sig.bootstrap_mean_interval([0.0, 100.0] * 5, resamples=500)
+    assert all(math.isnan(x) for x in intervals.bootstrap_mean_interval([]))
+    assert intervals.bootstrap_mean_interval([42.0]) == (42.0, 42.0)
+    assert intervals.bootstrap_mean_interval([5.0, None, float("nan"), 5.0]) == (5.0, 5.0)
+    narrow = intervals.bootstrap_mean_interval([0.0, 100.0] * 200, resamples=500)
+    wide = intervals.bootstrap_mean_interval([0.0, 100.0] * 5, resamples=500)
     assert wide[1] - wide[0] > narrow[1] - narrow[0]
-    mean, lo, hi, method = sig.mean_interval([0.0, 100.0] * 3000)
+    mean, lo, hi, method = intervals.mean_interval([0.0, 100.0] * 3000)
     assert method == "normal" and mean == 50.0
     half = 1.959964 * 50 * (6000 / 5999) ** 0.5 / 6000**0.5  # z · sd / √n
     assert (lo, hi) == pytest.approx((50 - half, 50 + half))
-    assert sig.mean_interval([1.0, 2.0])[3] == "bootstrap"
-    assert sig.mean_interval([])[3] is None
+    assert intervals.mean_interval([1.0, 2.0])[3] == "bootstrap"
+    assert intervals.mean_interval([])[3] is None
 
 
 def test_mcnemar_exact_p_against_the_binomial() -> None:
@@ -205,12 +206,12 @@ def test_mcnemar_exact_p_against_the_binomial() -> None:
         n, k = b01 + b10, min(b01, b10)
         return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
 
-    assert sig.mcnemar_p(9, 2) == pytest.approx(0.0654, abs=5e-5)
+    assert intervals.mcnemar_p(9, 2) == pytest.approx(0.0654, abs=5e-5)
     for b01, b10 in [(9, 2), (2, 9), (0, 6), (5, 5), (30, 12), (0, 0), (1, 0), (120, 80)]:
-        assert sig.mcnemar_p(b01, b10) == pytest.approx(exact(b01, b10), rel=1e-9)
+        assert intervals.mcnemar_p(b01, b10) == pytest.approx(exact(b01, b10), rel=1e-9)
     # large counts: summed in log space, still exact to float precision
-    assert sig.mcnemar_p(700, 600) == pytest.approx(exact(700, 600), rel=1e-9)
-    assert 0 < sig.mcnemar_p(6_000, 4_000) < 1e-80
+    assert intervals.mcnemar_p(700, 600) == pytest.approx(exact(700, 600), rel=1e-9)
+    assert 0 < intervals.mcnemar_p(6_000, 4_000) < 1e-80
 
 
 # ----------------------------------------------------------------------------- accuracy table
@@ -227,7 +228,7 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
     sweep.answer("m", "e1", 4000, None)  # nothing parsed at 4000
     con = sweep.connect()
 
-    table = sig.accuracy_table(con)
+    table = accuracy.accuracy_table(con)
     one = row(table, model="m", length=1000, needle_count=4)
     assert (one["answers"], one["errors"], one["graded"], one["parse_failures"]) == (6, 1, 5, 1)
     assert one["mean_accuracy"] == pytest.approx((100 + 100 + 75 + 50 + 100) / 5)
@@ -236,11 +237,11 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
     assert (one["needles"], one["needles_correct"]) == (20, 17)
     assert one["needle_hit_rate"] == pytest.approx(17 / 20)
     assert (one["needle_hit_lo"], one["needle_hit_hi"]) == pytest.approx(
-        sig.wilson_interval(17, 20)
+        intervals.wilson_interval(17, 20)
     )
     assert one["parse_failure_rate"] == pytest.approx(1 / 6)
     assert (one["parse_failure_lo"], one["parse_failure_hi"]) == pytest.approx(
-        sig.wilson_interval(1, 6)
+        intervals.wilson_interval(1, 6)
     )
     single = row(table, model="m", length=2000)
     assert single["accuracy_lo"] == single["accuracy_hi"] == 25.0
@@ -248,14 +249,14 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
     assert (unparsed["graded"], unparsed["parse_failure_rate"]) == (0, 1.0)
     assert unparsed["mean_accuracy"] is None and unparsed["accuracy_lo"] is None
     assert unparsed["interval_method"] is None and unparsed["needle_hit_rate"] is None
-    assert sig.accuracy_table(con).equals(table)  # same seed, same table
-    assert sig.accuracy_table(con, epoch="other").height == 0
-    by_epoch = sig.accuracy_table(con, axes=["model", "epoch"])
+    assert accuracy.accuracy_table(con).equals(table)  # same seed, same table
+    assert accuracy.accuracy_table(con, epoch="other").height == 0
+    by_epoch = accuracy.accuracy_table(con, axes=["model", "epoch"])
     assert row(by_epoch, model="m", epoch="e1")["graded"] == 6
-    pooled = sig.accuracy_table(con, axes=["model"])
+    pooled = accuracy.accuracy_table(con, axes=["model"])
     assert row(pooled, model="m")["needles"] == 24
     with pytest.raises(ValueError, match="not columns"):
-        sig.accuracy_table(con, axes=["no_such_axis"])
+        accuracy.accuracy_table(con, axes=["no_such_axis"])
 
 
 def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path) -> None:
@@ -272,13 +273,13 @@ def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path)
     sweep.answer("m", "e1", 2000, None)  # nothing parsed at 2000
     con = sweep.connect()
     summary = stats.recall_stats(con)
-    table = sig.with_intervals(con, summary, figures.AXES, seed=3)
+    table = accuracy.with_intervals(con, summary, figures.AXES, seed=3)
     assert table.height == summary.height and table.columns[: len(summary.columns)] == list(
         summary.columns
     )
     one = row(table, length=1000)
     accuracies = [n * 25.0 for n in hits]
-    mean, lo, hi, method = sig.mean_interval(accuracies, seed=3)
+    mean, lo, hi, method = intervals.mean_interval(accuracies, seed=3)
     assert (one["mean_accuracy"], one["ci95_low"], one["ci95_high"]) == pytest.approx(
         (mean, lo, hi)
     )
@@ -288,11 +289,11 @@ def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path)
         (t_interval["ci95_low"], t_interval["ci95_high"])
     )
     assert (one["parse_failure_lo"], one["parse_failure_hi"]) == pytest.approx(
-        sig.wilson_interval(1, 8)
+        intervals.wilson_interval(1, 8)
     )
     unparsed = row(table, length=2000)
     assert unparsed["ci95_low"] is None and unparsed["interval_method"] is None
-    assert unparsed["parse_failure_lo"] == pytest.approx(sig.wilson_interval(1, 1)[0])
+    assert unparsed["parse_failure_lo"] == pytest.approx(intervals.wilson_interval(1, 1)[0])
 
 
 # ----------------------------------------------------------------------------- effective length
@@ -309,7 +310,7 @@ def test_effective_length_needs_every_shorter_length_to_pass() -> None:
             "accuracy_hi": [100.0, 99.0, 96.0, 86.0, 92.0, 86.0, 100.0],
         }
     ).sample(fraction=1.0, shuffle=True, seed=3)  # the rule must not depend on row order
-    result = sig.effective_context_length(table, threshold=85.0)
+    result = accuracy.effective_context_length(table, threshold=85.0)
     m = row(result, model="m")
     assert m["effective_length"] == 3000  # 88 at 5k does not count: 4k failed
     assert m["effective_length_lo"] == 2000  # lower bounds: 98, 86, 80 ✗
@@ -319,7 +320,7 @@ def test_effective_length_needs_every_shorter_length_to_pass() -> None:
     assert weak["effective_length"] is None  # the shortest length already fails
     assert weak["effective_length_lo"] is None and weak["effective_length_hi"] == 2000
     with pytest.raises(ValueError, match="several rows"):
-        sig.effective_context_length(pl.concat([table, table]))
+        accuracy.effective_context_length(pl.concat([table, table]))
 
 
 def test_effective_lengths_pool_needle_counts_from_the_warehouse(tmp_path: Path) -> None:
@@ -331,7 +332,7 @@ def test_effective_lengths_pool_needle_counts_from_the_warehouse(tmp_path: Path)
         sweep.answer("m", "e1", 2000, pattern(4), repeat=repeat)
         sweep.answer("m", "e1", 2000, pattern(1, 2), repeat=repeat)  # 50 at 2000
     con = sweep.connect()
-    result = sig.effective_lengths(con, threshold=85.0)
+    result = accuracy.effective_lengths(con, threshold=85.0)
     assert result.height == 1
     assert row(result, model="m")["effective_length"] == 1000  # 2000: mean 75 over both counts
 
@@ -474,7 +475,7 @@ def test_unstable_cells_list_configs_whose_repeats_disagree(tmp_path: Path) -> N
     con = sweep.connect()
     con.execute("SET VARIABLE recall_unstable_range = 60")
 
-    found = sig.unstable_cells(con, spread=20.0)
+    found = accuracy.unstable_cells(con, spread=20.0)
     assert found["length"].to_list() == [1000, 2000]
     first = row(found, length=1000)
     assert (first["repeats"], first["graded"]) == (3, 3)
@@ -484,8 +485,8 @@ def test_unstable_cells_list_configs_whose_repeats_disagree(tmp_path: Path) -> N
         75.0,
     )
     assert first["accuracies"] == [100.0, 25.0, 100.0]  # by repeat
-    assert sig.unstable_cells(con, spread=30.0)["length"].to_list() == [1000]
-    assert sig.unstable_cells(con, spread=75.0).height == 0  # strictly wider than the spread
-    assert sig.unstable_cells(con, epoch="none").height == 0
+    assert accuracy.unstable_cells(con, spread=30.0)["length"].to_list() == [1000]
+    assert accuracy.unstable_cells(con, spread=75.0).height == 0  # strictly wider than the spread
+    assert accuracy.unstable_cells(con, epoch="none").height == 0
     # the connection's own threshold for the recall_stats view is left as it was
     assert con.sql("SELECT getvariable('recall_unstable_range')").fetchall() == [(60.0,)]

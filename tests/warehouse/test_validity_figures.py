@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from needlescope.warehouse.stats import accuracy as stats_accuracy
 from needlescope.warehouse.stats import significance as sig
 from needlescope.warehouse.stats import stats
 from needlescope.warehouse.stats.significance import Side
@@ -46,7 +47,7 @@ def test_figures_count_valid_answers_and_show_the_invalid_ones(tmp_path: Path) -
     assert (m["invalid"], m["invalid_why"]) == (4, "thinking_exhausted 1, truncated 3")
     assert row(recall, model="n")["invalid"] == 0
 
-    table = sig.accuracy_table(con, axes=("model",))
+    table = stats_accuracy.accuracy_table(con, axes=("model",))
     m = row(table, model="m")
     assert (m["answers"], m["graded"], m["invalid"], m["mean_accuracy"]) == (3, 3, 4, 100.0)
     assert m["needles"] == 12 and m["needle_hit_rate"] == 1.0  # the truncated needles left out
@@ -55,8 +56,8 @@ def test_figures_count_valid_answers_and_show_the_invalid_ones(tmp_path: Path) -
     assert set(rates.filter(rates["model"] == "m")["parsed_answers"].to_list()) == {3}
 
     (effective,) = (
-        sig.effective_lengths(con, threshold=85)
-        .filter(sig.effective_lengths(con)["model"] == "m")
+        stats_accuracy.effective_lengths(con, threshold=85)
+        .filter(stats_accuracy.effective_lengths(con)["model"] == "m")
         .to_dicts()
     )
     assert (effective["effective_length"], effective["invalid"]) == (1000, 4)

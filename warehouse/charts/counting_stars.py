@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import altair as alt
 import polars as pl
 
+from needlescope.warehouse.charts import lines
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.charts.shared import Chart
 
@@ -96,7 +97,7 @@ def stars_accuracy_by_length(
     """One line per model × order × language (and any other axis that varies)."""
     axes = informative(frame, ["model", "order", "language", *VARIANT_AXES])
     series = ["model", *(a for a in axes if a != "model")]
-    return charts.accuracy_by_length(
+    return lines.accuracy_by_length(
         label(frame, series, "series"),
         color="series",
         y=y,

@@ -65,7 +65,7 @@ def nice_max(value: float | None, floor: float = 1e-9) -> float:
     return float(10 * power)  # pragma: no cover - the loop always returns
 
 
-def _title(text: str, subtitle: str | None = None) -> alt.TitleParams:
+def chart_title(text: str, subtitle: str | None = None) -> alt.TitleParams:
     if subtitle:
         return alt.TitleParams(text, subtitle=subtitle, anchor="start")
     return alt.TitleParams(text, anchor="start")
@@ -77,16 +77,16 @@ def placeholder(title: str, message: str = NO_PARSED, subtitle: str | None = Non
         alt.Chart(pl.DataFrame({"message": [message]}))
         .mark_text(fontSize=14, color="#777")
         .encode(text="message:N")
-        .properties(title=_title(title, subtitle), width=WIDTH, height=60)
+        .properties(title=chart_title(title, subtitle), width=WIDTH, height=60)
     )
 
 
-def _order(frame: pl.DataFrame, column: str) -> list[Any]:
+def first_seen(frame: pl.DataFrame, column: str) -> list[Any]:
     """The distinct values of a column in order of first appearance."""
     return frame.get_column(column).unique(maintain_order=True).to_list()
 
 
-def _facet(
+def facet(
     layered: alt.Chart | alt.LayerChart,
     frame: pl.DataFrame,
     panel: str | None,
@@ -99,7 +99,7 @@ def _facet(
     when ``panel`` is None. The colour scale is shared by all panels."""
     if panel is None:
         return layered.properties(title=title)
-    panels = _order(frame, panel)
+    panels = first_seen(frame, panel)
     header = alt.Header(labelFontSize=12, labelFontWeight="bold", labelLimit=320)
     faceted = layered.facet(
         facet=alt.Facet(f"{panel}:N", sort=panels, title=None, header=header),
@@ -111,7 +111,7 @@ def _facet(
     return faceted.resolve_scale(x="independent", color="shared")
 
 
-def _series_color(frame: pl.DataFrame, column: str, title: str) -> alt.Color:
+def series_color(frame: pl.DataFrame, column: str, title: str) -> alt.Color:
     scheme = "tableau10" if frame[column].n_unique() <= 10 else "tableau20"
     legend = alt.Legend(title=title, labelLimit=320, orient="right", symbolOpacity=1)
     return alt.Color(f"{column}:N", scale=alt.Scale(scheme=cast(Any, scheme)), legend=legend)
@@ -129,7 +129,7 @@ def _log_ticks(low: float, high: float) -> list[float]:
     return ticks
 
 
-def _length_x(frame: pl.DataFrame, field: str, title: str) -> alt.X:
+def length_x(frame: pl.DataFrame, field: str, title: str) -> alt.X:
     """Quantitative length (log when the lengths span 16x or more); ordinal for one length."""
     lengths = sorted(v for v in frame[field].unique().to_list() if v is not None)
     if len(lengths) <= 1:
@@ -150,13 +150,13 @@ def _length_x(frame: pl.DataFrame, field: str, title: str) -> alt.X:
     return alt.X(f"{field}:Q", title=title, scale=scale, axis=axis)
 
 
-def _slim(frame: pl.DataFrame, fields: Sequence[str | None]) -> pl.DataFrame:
+def slim(frame: pl.DataFrame, fields: Sequence[str | None]) -> pl.DataFrame:
     """Only the columns a chart uses, floats rounded: the data is inlined in every spec."""
     keep = [f for f in dict.fromkeys(fields) if f and f in frame.columns]
     return frame.select(keep).with_columns(cs.float().round(4))
 
 
-def _tooltip(frame: pl.DataFrame, fields: Sequence[str]) -> list[alt.Tooltip]:
+def tooltips(frame: pl.DataFrame, fields: Sequence[str]) -> list[alt.Tooltip]:
     tips = []
     for field in fields:
         if field not in frame.columns:
@@ -169,180 +169,6 @@ def _tooltip(frame: pl.DataFrame, fields: Sequence[str]) -> list[alt.Tooltip]:
         else:
             tips.append(alt.Tooltip(f"{field}:N"))
     return tips
-
-
-def _lines(
-    frame: pl.DataFrame,
-    *,
-    x: str,
-    y: str,
-    y_axis: alt.Y,
-    y_scale: alt.Scale,
-    y_title: str,
-    color: str,
-    color_title: str,
-    panel: str | None,
-    dash: str | None,
-    low: str | None,
-    high: str | None,
-    x_title: str,
-    title: alt.TitleParams,
-    tooltip: Sequence[str],
-) -> Chart:
-    frame = _slim(frame, [x, y, low, high, color, panel, dash, *tooltip])
-    width, height = (PANEL_WIDTH, PANEL_HEIGHT) if panel else (WIDTH, HEIGHT)
-    encoding: dict[str, Any] = {
-        "x": _length_x(frame, x, x_title),
-        "color": _series_color(frame, color, color_title),
-    }
-    base = alt.Chart().encode(**encoding)
-    line = base.mark_line().encode(y=y_axis)
-    if dash:
-        legend = alt.Legend(title=dash.replace("_", " "), symbolType="stroke", symbolSize=400)
-        line = line.encode(strokeDash=alt.StrokeDash(f"{dash}:N", legend=legend))
-    points = base.mark_circle(size=40, opacity=1).encode(y=y_axis, tooltip=_tooltip(frame, tooltip))
-    layers: list[alt.Chart] = [line, points]
-    if low and high:
-        data = frame.with_columns(
-            pl.col(low).fill_null(pl.col(y)), pl.col(high).fill_null(pl.col(y))
-        )
-        band = base.mark_errorbar(ticks=True, opacity=0.6).encode(
-            y=alt.Y(f"{low}:Q", scale=y_scale, title=y_title), y2=f"{high}:Q"
-        )
-        layers.insert(0, band)
-    else:
-        data = frame
-    layered = alt.LayerChart(data=data, layer=layers).properties(width=width, height=height)
-    return _facet(layered, data, panel, title)
-
-
-def accuracy_by_length(
-    frame: pl.DataFrame,
-    *,
-    color: str = "model",
-    panel: str | None = None,
-    dash: str | None = None,
-    x: str = "length",
-    y: str = "mean_accuracy",
-    low: str | None = "ci95_low",
-    high: str | None = "ci95_high",
-    x_title: str = "context length",
-    color_title: str | None = None,
-    title: str = "Average accuracy by length",
-    subtitle: str | None = "mean of the valid parsed answers, with its 95% interval",
-) -> Chart:
-    """Mean accuracy by length, a line per ``color`` (and ``dash``) value, a panel per ``panel``."""
-    data = frame.filter(pl.col(y).is_not_null())
-    if data.is_empty():
-        return placeholder(title, subtitle=subtitle)
-    y_scale = alt.Scale(domain=list(ACCURACY_DOMAIN))
-    y_title = "mean accuracy (%)"
-    y_axis = alt.Y(f"{y}:Q", title=y_title, scale=y_scale)
-    fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
-    fields += ["prompt_version", y, low, high, "graded", "answers", "parse_failures", *INVALID]
-    return _lines(
-        data,
-        x=x,
-        y=y,
-        y_axis=y_axis,
-        y_scale=y_scale,
-        y_title=y_title,
-        color=color,
-        color_title=color_title or color.replace("_", " "),
-        panel=panel,
-        dash=dash,
-        low=low,
-        high=high,
-        x_title=x_title,
-        title=_title(title, subtitle),
-        tooltip=list(dict.fromkeys(f for f in fields if f)),
-    )
-
-
-def parse_failures_by_length(
-    frame: pl.DataFrame,
-    *,
-    color: str = "model",
-    panel: str | None = None,
-    dash: str | None = None,
-    x: str = "length",
-    y: str = "parse_failure_rate",
-    x_title: str = "context length",
-    color_title: str | None = None,
-    title: str = "JSON parse-failure probability by length",
-    subtitle: str | None = "share of the valid answers with no parseable JSON object",
-) -> Chart:
-    data = frame.filter(pl.col(y).is_not_null())
-    if data.is_empty():
-        return placeholder(title, "No answers yet: nothing to chart.", subtitle)
-    y_scale = alt.Scale(domain=[0, 1])
-    y_title = "parse failures"
-    y_axis = alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(format="%"), scale=y_scale)
-    fields = [color, panel, dash, "model", x, "length_unit", "needle_count", "filler"]
-    fields += ["prompt_version", y, "answers", "parse_failures", *INVALID]
-    return _lines(
-        data,
-        x=x,
-        y=y,
-        y_axis=y_axis,
-        y_scale=y_scale,
-        y_title=y_title,
-        color=color,
-        color_title=color_title or color.replace("_", " "),
-        panel=panel,
-        dash=dash,
-        low=None,
-        high=None,
-        x_title=x_title,
-        title=_title(title, subtitle),
-        tooltip=list(dict.fromkeys(f for f in fields if f)),
-    )
-
-
-def accuracy_by_filler(
-    frame: pl.DataFrame,
-    *,
-    x: str = "model",
-    group: str = "filler",
-    y: str = "mean_accuracy",
-    low: str | None = "ci95_low",
-    high: str | None = "ci95_high",
-    panel: str | None = None,
-    title: str = "Accuracy by filler",
-    subtitle: str | None = (
-        "mean of the valid parsed answers over all lengths, with its 95% interval"
-    ),
-) -> Chart:
-    """Grouped bars: one group per ``x`` value (a model), one bar per ``group`` (a filler)."""
-    data = frame.filter(pl.col(y).is_not_null())
-    if data.is_empty():
-        return placeholder(title, subtitle=subtitle)
-    fields = [x, group, panel, y, low, high, "graded", "answers", "parse_failures", *INVALID]
-    data = _slim(data, fields)
-    bars = max(data.group_by(panel).len()["len"].to_list()) if panel else data.height
-    width = max(160, min(900, 26 * bars + 20))
-    scale = alt.Scale(domain=list(ACCURACY_DOMAIN))
-    base = alt.Chart().encode(
-        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=200)),
-        xOffset=alt.XOffset(f"{group}:N"),
-    )
-    bar = base.mark_bar().encode(
-        y=alt.Y(f"{y}:Q", title="mean accuracy (%)", scale=scale),
-        color=alt.Color(f"{group}:N", title=group.replace("_", " ")),
-        tooltip=_tooltip(data, [f for f in dict.fromkeys(fields) if f]),
-    )
-    layers: list[alt.Chart] = [bar]
-    if low and high:
-        data = data.with_columns(
-            pl.col(low).fill_null(pl.col(y)), pl.col(high).fill_null(pl.col(y))
-        )
-        layers.append(
-            base.mark_rule(color="#333").encode(
-                y=alt.Y(f"{low}:Q", scale=scale, title="mean accuracy (%)"), y2=f"{high}:Q"
-            )
-        )
-    layered = alt.LayerChart(data=data, layer=layers).properties(width=width, height=260)
-    return _facet(layered, data, panel, _title(title, subtitle))
 
 
 def _color_scale(
@@ -383,7 +209,7 @@ def heatmap(
     data = frame.filter(pl.col(value).is_not_null())
     if data.is_empty():
         return placeholder(title, empty_message, subtitle)
-    data = _slim(data, [panel, row, x, y, value, *tooltip])
+    data = slim(data, [panel, row, x, y, value, *tooltip])
     xs = sorted(data[x].unique().to_list())
     ys = list(y_sort) if y_sort is not None else sorted(data[y].unique().to_list())
     per_panel = data.group_by([k for k in (panel, row) if k]).agg(pl.col(y).n_unique())
@@ -416,7 +242,7 @@ def heatmap(
                 titleLimit=400,
             ),
         ),
-        "tooltip": _tooltip(
+        "tooltip": tooltips(
             data, [f for f in dict.fromkeys([panel, row, x, y, value, *tooltip]) if f]
         ),
     }
@@ -424,12 +250,12 @@ def heatmap(
     def panels(part: pl.DataFrame, heading: alt.TitleParams) -> Chart:
         rect = alt.Chart(part).mark_rect().encode(**encoding)
         rect = rect.properties(width=alt.Step(x_step), height=alt.Step(y_step))
-        return _facet(rect, part, panel, heading, columns=4, independent_y=True)
+        return facet(rect, part, panel, heading, columns=4, independent_y=True)
 
     if row is None:
-        return panels(data, _title(title, subtitle))
+        return panels(data, chart_title(title, subtitle))
     # One block of model panels per variant (e.g. needle count × filler), stacked.
-    present = _order(data, row)
+    present = first_seen(data, row)
     order = [v for v in row_sort or () if v in present]
     order += [v for v in present if v not in order]
     blocks = [
@@ -442,5 +268,5 @@ def heatmap(
     return (
         alt.vconcat(*blocks, spacing=24)
         .resolve_scale(color="shared")
-        .properties(title=_title(title, subtitle))
+        .properties(title=chart_title(title, subtitle))
     )

@@ -21,15 +21,16 @@ import duckdb
 import polars as pl
 
 from needlescope.warehouse.charts import shared as charts
-from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report.figures import ProbeCharts
-from needlescope.warehouse.report.html import failed
+from needlescope.warehouse.report.html import failed, template
 from needlescope.warehouse.report.sections import compare as compare_section
 from needlescope.warehouse.report.sections import run_metadata
 from needlescope.warehouse.report.sections import statistics as statistics_section
 from needlescope.warehouse.store import Warehouse
 
 DEFAULT_THRESHOLD = 85.0
+STYLES = ("drilldown", "compare", "statistics", "run_metadata")  # templates/<name>.css
 Section = tuple[str, str, str]  # anchor, title, html
 
 
@@ -118,9 +119,7 @@ def _later(
     if statistics:
         sections.append(("statistics", "Statistics", statistics))
     sections.append(("run-metadata", "Run metadata", run_metadata.section(con)))
-    style = "".join(
-        (drilldown.STYLE, compare_section.STYLE, statistics_section.STYLE, run_metadata.STYLE)
-    )
+    style = "".join(template(f"{name}.css") for name in STYLES)
     tail = "\n".join(
         part for part in (f"<style>{style}</style>", panel, drill_script, compare_script) if part
     )

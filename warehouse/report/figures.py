@@ -12,7 +12,7 @@ import polars as pl
 from needlescope.warehouse.charts import counting_stars as charts_stars
 from needlescope.warehouse.charts import goto as charts_goto
 from needlescope.warehouse.charts.shared import Chart
-from needlescope.warehouse.report.drilldown import collect as drilldown
+from needlescope.warehouse.report import drilldown
 
 Figures = list[tuple[str, Chart]]
 

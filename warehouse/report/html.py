@@ -1,4 +1,5 @@
-"""Small HTML helpers for the report's statistics, comparison and metadata sections.
+"""HTML helpers of the report: the page's templates (``templates/``: HTML, CSS and JavaScript
+as files), tables and escaped values.
 
 Every value is escaped here; numbers are formatted for reading (the CSV keeps full precision).
 """
@@ -11,9 +12,26 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
+from functools import cache
+from importlib import resources
+from string import Template
 from typing import Any
 
+import polars as pl
+
 Row = Mapping[str, Any]
+
+
+@cache
+def template(name: str) -> str:
+    """A file of ``templates/`` (HTML, CSS or JavaScript) as it is."""
+    folder = resources.files("needlescope.warehouse.report").joinpath("templates")
+    return folder.joinpath(name).read_text(encoding="utf-8")
+
+
+def fill(name: str, **values: str) -> str:
+    """A template with its ``$name`` fields filled (the values are inserted as they are)."""
+    return Template(template(name)).substitute(values)
 
 
 def esc(value: object) -> str:
@@ -116,3 +134,40 @@ def json_clean(value: Any) -> Any:
     if isinstance(value, datetime | date):
         return text(value)
     return value
+
+
+def frame_cell(column: str, value: object) -> str:
+    if value is None:
+        return "<td></td>"
+    if isinstance(value, bool):
+        return f"<td class='t'>{'yes' if value else ''}</td>"
+    if isinstance(value, float):
+        if column.endswith("_rate"):
+            return f"<td>{value:.1%}</td>"
+        digits = 2 if "latency" in column else 1
+        return f"<td>{value:.{digits}f}</td>"
+    if isinstance(value, int):
+        return f"<td>{value:,}</td>" if column == "length" else f"<td>{value}</td>"
+    if isinstance(value, datetime):
+        return f"<td class='t'>{value:%Y-%m-%d %H:%M:%S}</td>"
+    if isinstance(value, date):
+        return f"<td class='t'>{value:%Y-%m-%d}</td>"
+    return f"<td class='t'>{html.escape(str(value))}</td>"
+
+
+def frame_table(frame: pl.DataFrame, headers: Mapping[str, str] | None = None) -> str:
+    """A frame as a table; ``headers``: how columns read (any other: its name, spaced)."""
+    headers = headers or {}
+    head = "".join(
+        f"<th>{html.escape(headers.get(c, c.replace('_', ' ')))}</th>" for c in frame.columns
+    )
+    flag = frame.columns.index("unstable") if "unstable" in frame.columns else None
+    rows = []
+    for row in frame.iter_rows():
+        cls = " class='unstable'" if flag is not None and row[flag] else ""
+        cells = "".join(frame_cell(c, v) for c, v in zip(frame.columns, row, strict=True))
+        rows.append(f"<tr{cls}>{cells}</tr>")
+    return (
+        f"<div class='scroll'><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )

@@ -161,11 +161,3 @@ def section(con: duckdb.DuckDBPyConnection) -> str:
     ]
     body += [f"<p class='muted' id='environment'>report drawn with {esc(env)}</p>", "</section>"]
     return "\n".join(body)
-
-
-STYLE = """
-details.run { margin: 0.4rem 0; } details.run > summary { cursor: pointer; font-weight: 600; }
-dl.run-facts { display: grid; grid-template-columns: max-content auto; gap: 0.1rem 0.8rem;
-  font-size: 0.85rem; } dl.run-facts dt { color: #777; } dl.run-facts dd { margin: 0; }
-details pre { font-size: 0.75rem; background: #f6f6f6; padding: 0.5rem; overflow-x: auto; }
-"""

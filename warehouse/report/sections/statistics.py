@@ -4,7 +4,7 @@ drift between epochs and unstable cells, from :mod:`needlescope.warehouse.signif
 Definitions (also stated on the page):
 
 * accuracy: mean over the parsed answers (0-100), with a seeded percentile-bootstrap 95%
-  interval of the mean (the normal one above ``significance.BOOTSTRAP_MAX_N`` answers);
+  interval of the mean (the normal one above ``intervals.BOOTSTRAP_MAX_N`` answers);
   needle hit and parse-failure rates with Wilson 95% intervals;
 * effective context length: the longest length L whose mean accuracy is at least the
   threshold at L and at every shorter length tested (all needle counts pooled); the range
@@ -30,7 +30,7 @@ from needlescope.warehouse.report.html import (
     p_value,
     table,
 )
-from needlescope.warehouse.stats import significance
+from needlescope.warehouse.stats import accuracy, intervals, significance
 from needlescope.warehouse.store import figures
 
 MAX_UNSTABLE_ROWS = 100
@@ -43,7 +43,7 @@ def _pct(value: object) -> str:
 def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) -> str:
     """Accuracy with its 95% interval and the answers behind it, per model of ``probe``."""
     try:
-        frame = significance.accuracy_table(con, probe=probe, axes=("model",), seed=seed)
+        frame = accuracy.accuracy_table(con, probe=probe, axes=("model",), seed=seed)
     except (duckdb.Error, ValueError) as exc:
         return failed("the accuracy intervals", exc)
     if frame.is_empty():
@@ -92,7 +92,7 @@ def model_summary(con: duckdb.DuckDBPyConnection, probe: str, *, seed: int = 0) 
         "<p class='muted'>mean accuracy of the valid parsed answers (n) with its bootstrap 95% "
         "interval "
         "(normal above "
-        f"{significance.BOOTSTRAP_MAX_N:,} answers); needle hits and parse failures with Wilson "
+        f"{intervals.BOOTSTRAP_MAX_N:,} answers); needle hits and parse failures with Wilson "
         "95% intervals (the needles of one answer are not independent: their interval is "
         "optimistic)</p>"
         + table(headers, rows, numeric=numeric, table_id=f"accuracy-intervals-{anchor(probe)}")
@@ -105,7 +105,7 @@ def _length(value: object) -> str:
 
 def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, seed: int) -> str:
     try:
-        frame = significance.effective_lengths(con, probe=probe, threshold=threshold, seed=seed)
+        frame = accuracy.effective_lengths(con, probe=probe, threshold=threshold, seed=seed)
     except (duckdb.Error, ValueError) as exc:
         return failed("effective context lengths", exc)
     if frame.is_empty():
@@ -203,7 +203,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
 
 def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
     try:
-        frame = significance.unstable_cells(con, spread=spread, probe=probe)
+        frame = accuracy.unstable_cells(con, spread=spread, probe=probe)
     except (duckdb.Error, ValueError) as exc:
         return failed("unstable cells", exc)
     if frame.is_empty():
@@ -275,9 +275,4 @@ def section(
     return "\n".join(body)
 
 
-STYLE = """
-tr.drift td { background: #fde2e1; font-weight: bold; }
-"""
-
-
-__all__ = ["STYLE", "latest_epoch", "model_summary", "section"]
+__all__ = ["latest_epoch", "model_summary", "section"]
