@@ -42,8 +42,8 @@ from typing import Any
 from needlescope.config import parse_config
 from needlescope.fillers import SyntheticProseFiller
 from needlescope.haystack import SplitMeasure
-from needlescope.probes import probe_module
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import probe_module
 
 CASES_FILE = Path(__file__).resolve().parents[1] / "configs" / "cases" / "en.yaml"
 LENGTHS = (128_000, 1_000_000)

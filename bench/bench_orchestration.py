@@ -64,10 +64,9 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     """What one writes without an orchestrator: build, send under a semaphore, grade, write."""
     import aiohttp
 
-    from needlescope.cells import expand_grid
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
     from needlescope.flows.runtime import SweepRuntime
-    from needlescope.probes import probe_module
+    from needlescope.probes.registry import expand_grid, probe_module
     from needlescope.providers.base import Reply
     from needlescope.warehouse.store import Warehouse
     from needlescope.warehouse.store import rows as row_builders

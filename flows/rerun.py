@@ -8,10 +8,11 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, State
 
-from needlescope.cells import Cell, expand_with_probes
+from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
 from needlescope.flows.runtime import fits_context
+from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import RETRYABLE_KINDS
 from needlescope.validity import parse_values
 from needlescope.warehouse.store import Warehouse, default_root

@@ -16,9 +16,9 @@ from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig
 from needlescope.errors import LengthError, ProviderError
 from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.haystack import measure_text
-from needlescope.probes import probe_module
-from needlescope.probes.base import Context
-from needlescope.probes.build import budget_overhead, build_context
+from needlescope.probes.base import BuildTools, Context
+from needlescope.probes.build import budget_overhead
+from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.providers.open import open_provider
 from needlescope.tasks.query import ACTIVE_PROVIDERS
@@ -255,31 +255,14 @@ class SweepRuntime:
     async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
         max_tokens = self.config.model(model).generation.answer_tokens
         filler, kind = self.filler_for(cell)
-        measure = self.measure(model, cell.length_unit)
-        probe = probe_module(cell.probe)
-        measure_messages = self.measure_messages(model, cell.length_unit)
-        if getattr(probe, "ASYNC_BUILD", False):  # rag: retrieval needs embeddings
-            embed = await self.embedder(self.probe_of[cell.cell_id])
-            context = await probe.build(
-                cell,
-                filler,
-                kind,
-                embed,
-                measure,
-                max_tokens=max_tokens,
-                measure_messages=measure_messages,
-            )
-        else:
-            context = await build_context(
-                probe,
-                cell,
-                filler,
-                kind,
-                measure,
-                max_tokens=max_tokens,
-                measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
-                measure_messages=measure_messages,
-            )
+        tools = BuildTools(
+            measure=self.measure(model, cell.length_unit),
+            measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
+            measure_messages=self.measure_messages(model, cell.length_unit),
+            max_tokens=max_tokens,
+            embedder=lambda: self.embedder(self.probe_of[cell.cell_id]),
+        )
+        context = await probe_module(cell.probe).build(cell, filler, kind, tools)
         too_long = await self._overflow(model, context)
         if too_long:
             raise LengthError(too_long)

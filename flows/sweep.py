@@ -17,8 +17,9 @@ from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 from prefect.utilities.annotations import quote
 
-from needlescope.cells import Cell, default_epoch, expand_with_probes, order_cells, shard_of
-from needlescope.config import ProbeConfig, SweepConfig, load_config
+from needlescope.cells import Cell, default_epoch, order_cells, shard_of
+from needlescope.config import ProbeConfig, SweepConfig
+from needlescope.config_file import load_config
 from needlescope.errors import ConfigError, ProviderError
 from needlescope.flows.asker import UNSENT, Asker, Unsent
 from needlescope.flows.limits import active_limits
@@ -26,6 +27,7 @@ from needlescope.flows.progress import SINK, LogProgress, ProgressSink
 from needlescope.flows.runtime import Built, SweepRuntime, fits_context, open_runtime
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.probes.base import Context
+from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.providers.open import check_offline_lengths
 from needlescope.providers.registry import CACHES_PREFIXES

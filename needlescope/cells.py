@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from needlescope.config import FillerSpec, ModelConfig, ProbeConfig, SweepConfig
+from needlescope.config import FillerSpec, ModelConfig, SweepConfig
 from needlescope.fillers import PAPER_KIND, filler_from_spec
+from needlescope.hashing import canonical_json, short_hash
 
 # Bump when the meaning of a cell's fields changes, so old and new cells never share an id.
 ID_VERSION = 1
 AS_IS = 0  # a cell's length when its haystack is not fitted (a corpus with fit: none)
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def short_hash(value: Any, length: int = 16) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
 
 
 @dataclass(frozen=True)
@@ -128,25 +120,6 @@ def _unit_suffix(unit: str) -> str:
 def filler_identity(spec: FillerSpec) -> str:
     """The filler's own description: generator versions and corpus content, not its path."""
     return canonical_json(filler_from_spec(spec).describe())
-
-
-def expand_grid(config: SweepConfig) -> list[Cell]:
-    """All cells of a sweep, in a stable order, without duplicates."""
-    return list(expand_with_probes(config))
-
-
-def expand_with_probes(config: SweepConfig) -> dict[Cell, ProbeConfig]:
-    """Each cell of the sweep with the probe config it came from (judges, retrieval settings)."""
-    from needlescope.probes import probe_module
-
-    cells: dict[Cell, ProbeConfig] = {}
-    seen: set[str] = set()
-    for probe in config.probes:
-        for cell in probe_module(probe.probe).expand(config, probe):
-            if cell.cell_id not in seen:
-                seen.add(cell.cell_id)
-                cells[cell] = probe
-    return cells
 
 
 def default_epoch(config: SweepConfig, now: datetime | None = None) -> str:

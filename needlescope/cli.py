@@ -73,7 +73,7 @@ def run(
     report_dir: ReportDirOption = Path("reports"),
 ) -> None:
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
     from needlescope.warehouse.store import Warehouse, default_root
 
     # Everything that can be checked before Prefect starts is checked here, in this order,
@@ -259,7 +259,7 @@ def plan(
 ) -> None:
     """Print the cells, tokens and estimated cost a sweep would send; sends nothing."""
     from needlescope.cells import default_epoch
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
     from needlescope.plan import as_dicts, totals
     from needlescope.plan import plan as plan_sweep
     from needlescope.warehouse.store import Warehouse, default_root
@@ -328,7 +328,7 @@ CronOption = Annotated[
 
 
 def _checked_configs(config_paths: list[Path]) -> None:
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
 
     try:
         for path in config_paths:

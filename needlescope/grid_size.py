@@ -62,7 +62,8 @@ def _goto(config: SweepConfig, probe: GotoProbe) -> int:
 
 
 def _cases(config: SweepConfig, probe: CasesProbe) -> int:
-    from needlescope.probes.cases import load_cases, probe_depths
+    from needlescope.probes.case_file import load_cases
+    from needlescope.probes.cases import probe_depths
 
     modes = _distinct(probe.context_modes) if isinstance(probe, RagProbe) else 1
     axes = (load_cases(probe.cases_file, probe.cases), probe.lengths, probe_depths(probe))
@@ -91,7 +92,7 @@ def grid_sizes(config: SweepConfig) -> list[int]:
             sizes.append(models * counter(config, probe))
             continue
         # A probe without a counter is counted by making its cells, up to one past the limit.
-        from needlescope.probes import probe_module
+        from needlescope.probes.registry import probe_module
 
         made = probe_module(probe.probe).expand(config, probe)
         sizes.append(sum(1 for _ in itertools.islice(made, config.max_cells + 1)))

@@ -6,9 +6,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from needlescope.cells import Cell, expand_with_probes
+from needlescope.cells import Cell
 from needlescope.config import SweepConfig
-from needlescope.probes import probe_module
+from needlescope.probes.registry import expand_with_probes, probe_module
 
 # Rough tokens per unit where a cell is not sized in tokens: English text is about 4 characters
 # a token; a goto register line about 20 tokens. Such rows are marked as estimates.

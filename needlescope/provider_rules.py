@@ -7,13 +7,25 @@ naming the field, before anything is sent (``run`` and ``plan`` alike).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from needlescope.reasoning import anthropic_thinking, bare_name, camel, gemini_thinking
 
-if TYPE_CHECKING:
-    from needlescope.config import Generation
 
+class Generation(Protocol):
+    """What the rules read of a model's generation settings (config_models.Generation)."""
+
+    @property
+    def temperature(self) -> float | None: ...
+
+    @property
+    def top_p(self) -> float | None: ...
+
+    @property
+    def extra(self) -> Mapping[str, Any]: ...
+
+
+DEFAULT_TEMPERATURE = 0.0  # needlescope's, when a config gives none (config_models.Generation)
 ANTHROPIC_MIN_THINKING = 1024
 # Gemini 2.5's documented thinkingBudget ranges (besides -1, dynamic); 0 turns thinking off
 # where the model allows it. Other models: -1 to the largest of these.
@@ -45,9 +57,8 @@ def check_generation(
 def _chosen_temperature(generation: Generation) -> float | None:
     """A temperature other than needlescope's default (0), or None. A stored config names
     every field, so the value, not whether the file wrote it, tells a choice apart."""
-    default = type(generation).model_fields["temperature"].default
     value = generation.temperature
-    return None if value is None or value == default else value
+    return None if value is None or value == DEFAULT_TEMPERATURE else value
 
 
 def _number(extra: Mapping[str, Any], key: str) -> float | None:

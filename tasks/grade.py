@@ -8,8 +8,8 @@ from typing import Any
 from prefect import task
 from prefect.runtime import task_run
 
-from needlescope.probes import probe_module
 from needlescope.probes.base import Context, Grade
+from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Reply
 from needlescope.text import storable
 from needlescope.warehouse.store import Warehouse
@@ -61,7 +61,7 @@ async def grade_answers(
     batch = GradedBatch()
     repaired = [_storable(o) for o in outcomes]
     outcomes = [o for o, _ in repaired]
-    batch_graded = _grade_batches(contexts, outcomes, batch, run_id, epoch)
+    graded = _grade_batches(contexts, outcomes, batch, run_id, epoch)
     for index, (context, outcome, tries, verdict) in enumerate(
         zip(contexts, outcomes, attempts, verdicts, strict=True)
     ):
@@ -70,17 +70,7 @@ async def grade_answers(
                 row_builders.error_row(context.cell, outcome, run_id, epoch, tries)
             )
             continue
-        cell = context.cell
-        grade = batch_graded.get(index)
-        if grade is None:
-            grade = probe_module(cell.probe).grade(
-                context.expected, context.rendered.facts, outcome.text
-            )
-            extra = row_builders.grade_tables(
-                grade, run_id, epoch, cell.cell_id, cell.model, cell.probe
-            )
-            for table, rows in extra.items():
-                batch.tables.setdefault(table, []).extend(rows)
+        grade = graded[index]
         if verdict is not None:
             grade = with_verdict(grade, verdict)
         batch.tables["answers"].append(
@@ -106,12 +96,12 @@ def _grade_batches(
     run_id: str,
     epoch: str,
 ) -> dict[int, Grade]:
-    """Grade the replies of probes that grade a whole batch at once (``grade_batch``): their
-    grades by position, their analysis rows added to ``batch``."""
+    """Grade the replies, a batch per probe (``grade_batch``): their grades by position, their
+    analysis rows added to ``batch``."""
     positions: dict[str, list[int]] = {}
     for index, (context, outcome) in enumerate(zip(contexts, outcomes, strict=True)):
         probe = context.cell.probe
-        if isinstance(outcome, Reply) and hasattr(probe_module(probe), "grade_batch"):
+        if isinstance(outcome, Reply):
             positions.setdefault(probe, []).append(index)
     grades: dict[int, Grade] = {}
     for probe, indices in positions.items():

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from needlescope.errors import NeedlescopeError
-from needlescope.probes import MODULES, probe_module
+from needlescope.probes.registry import MODULES, probe_module
 from needlescope.providers.base import Reply
 from needlescope.text import storable
 from needlescope.validity import validity_of
@@ -105,7 +105,7 @@ async def judge_answer(
     same request, the same reading, the same tries)."""
     import contextlib
 
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
     from needlescope.judge import JUDGE_PROMPTS, load_rubric
     from needlescope.judge import judge as run_judge
     from needlescope.providers.base import ChatRequest

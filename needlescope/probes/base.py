@@ -1,19 +1,30 @@
-"""What every probe provides: grid cells, a prompt for a cell, and a grade for an answer.
+"""What every probe provides (the :class:`Probe` protocol) and the values that flow through it.
 
-A probe is a small module of pure functions. The sweep fits ``render`` to the cell's length
-by searching over ``filler_chars`` (unless the probe sizes itself, like goto), sends the
-prompt, and stores ``grade``'s result; per-needle results feed the ``needle_outcomes`` table.
+A probe is a module of pure functions (probes/recall.py is the reference one), named in
+probes/registry.py, where mypy checks each module against :class:`Probe`. The sweep asks a
+probe for its grid cells (``expand``), builds each cell's prompt (``build``), sends it, and
+grades the replies a batch at a time (``grade_batch``); the drill-down and the tests rebuild a
+stored prompt exactly (``rebuild``). Per-needle results feed the ``needle_outcomes`` table.
+
+Every probe writes NAME, FITS_FILLER, expand, render, answer_budget and grade. The other three
+have a default here that a probe names in one line each (a probe with needs of its own, like
+rag's retrieval or recall's one-pass batch grading, writes its own)::
+
+    grade_batch = grade_each(grade)                  # base.grade_each
+    build = default_build(render, answer_budget, fits_filler=FITS_FILLER)  # build.default_build
+    rebuild = render_again(render)                   # base.render_again
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from needlescope.cells import Cell
+from needlescope.config import SweepConfig
 from needlescope.fillers import Filler
 from needlescope.providers.base import Message
 
@@ -105,19 +116,132 @@ class Grade:
     tables: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
 
-class Probe(Protocol):
-    """The module-level functions of a probe (see probes/recall.py for the reference one)."""
+class MissingFacts(ValueError):
+    """A stored cell's facts lack what rebuilding its prompt needs (rag: the retrieval order)."""
 
-    NAME: str
-    # False when the probe sizes its own context (goto: n lines) instead of fitting filler.
+
+@dataclass(frozen=True)
+class GradedReplies:
+    """A batch of graded replies: a :class:`Grade` per reply (figures only: its ``needles``
+    and ``tables`` may stay empty), and the rows of the per-answer tables (``needle_outcomes``,
+    and a probe's own, e.g. recall's ``hallucinations``) as columns, where ``answer`` is the
+    reply's position in the batch and the other columns are the table's own."""
+
+    grades: list[Grade]
+    tables: dict[str, dict[str, list[Any]]]
+
+
+Measure = Callable[[str], Awaitable[int]]
+MeasureMessages = Callable[[tuple[Message, ...]], Awaitable[int]]
+Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+
+@dataclass(frozen=True)
+class BuildTools:
+    """What building a cell's context may use besides the cell and its filler: the lengths of
+    texts in the cell's unit, the model's answer budget, and (rag) an embedder."""
+
+    measure: Measure  # the whole prompt's length as sent, for a prompt of one user message
+    measure_haystack: Measure | None = None  # a text's own length (``length_budget: haystack``)
+    measure_messages: MeasureMessages | None = None  # a prompt of several messages, as sent
+    max_tokens: int | None = None  # the model's configured answer budget (None: the probe's)
+    # Retrieval's embeddings, opened on first use (the sweep starts an embedding server).
+    embedder: Callable[[], Awaitable[Embed]] | None = None
+
+
+Grader = Callable[[Any, Mapping[str, Any], str], Grade]
+BatchGrader = Callable[[Sequence[Any], Sequence[Mapping[str, Any]], Sequence[str]], GradedReplies]
+Renderer = Callable[[Cell, Filler, str, int], Rendered]
+Rebuilder = Callable[[Cell, Filler, str, int, Mapping[str, Any]], Rendered]
+Budget = Callable[[Cell, int | None], int]
+
+
+class Probe(Protocol):
+    """A probe module: two constants and seven functions (see the module docstring)."""
+
+    NAME: str  # the ``probe:`` of a config entry and of every cell
+    # False when ``build`` sizes the context itself (goto's n lines, rag's retrieval) instead
+    # of fitting ``render``'s filler to the cell's length.
     FITS_FILLER: bool
 
-    def expand(self, config: Any, probe: Any) -> Iterator[Cell]: ...
+    def expand(self, config: SweepConfig, probe: Any) -> Iterator[Cell]:
+        """The grid cells of one probe entry of ``config``, in grid order."""
+        ...
 
-    def render(
-        self, cell: Cell, filler: Filler, filler_kind: str, filler_chars: int
-    ) -> Rendered: ...
+    def render(self, cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
+        """The cell's prompt around ``filler_chars`` characters of filler (deterministic)."""
+        ...
 
-    def answer_budget(self, cell: Cell, max_tokens: int | None) -> int: ...
+    def answer_budget(self, cell: Cell, max_tokens: int | None) -> int:
+        """Tokens kept for the answer: ``max_tokens`` when configured, else the probe's own."""
+        ...
 
-    def grade(self, expected: Any, facts: Mapping[str, Any], response: str) -> Grade: ...
+    def grade(self, expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
+        """One reply, with its per-needle results; never raises on any string."""
+        ...
+
+    def grade_batch(
+        self,
+        expected: Sequence[Any],
+        facts: Sequence[Mapping[str, Any]],
+        responses: Sequence[str],
+    ) -> GradedReplies:
+        """A batch of replies (the sweep's grade task calls this); default: :func:`grade_each`."""
+        ...
+
+    async def build(
+        self, cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools
+    ) -> Context:
+        """The cell's context, measured; default: :func:`default_build`."""
+        ...
+
+    def rebuild(
+        self,
+        cell: Cell,
+        filler: Filler,
+        filler_kind: str,
+        filler_chars: int,
+        facts: Mapping[str, Any],
+    ) -> Rendered:
+        """The exact prompt of a built cell from its stored filler size and ``facts``;
+        default: :func:`render_again`."""
+        ...
+
+
+# --- the defaults ---------------------------------------------------------------------------
+
+
+def grade_each(grade: Grader) -> BatchGrader:
+    """``grade_batch`` by grading each reply: its needles and tables become the columns."""
+
+    def grade_batch(
+        expected: Sequence[Any], facts: Sequence[Mapping[str, Any]], responses: Sequence[str]
+    ) -> GradedReplies:
+        grades = [grade(e, f, r) for e, f, r in zip(expected, facts, responses, strict=True)]
+        tables: dict[str, dict[str, list[Any]]] = {}
+        for answer, graded in enumerate(grades):
+            rows = {"needle_outcomes": [vars(n) for n in graded.needles], **graded.tables}
+            for table, table_rows in rows.items():
+                for row in table_rows:
+                    columns = tables.setdefault(table, {"answer": []})
+                    columns["answer"].append(answer)
+                    for name, value in row.items():
+                        columns.setdefault(name, []).append(value)
+        return GradedReplies(grades, tables)
+
+    return grade_batch
+
+
+def render_again(render: Renderer) -> Rebuilder:
+    """``rebuild`` of a probe whose prompt is its ``render`` at the stored filler size."""
+
+    def rebuild(
+        cell: Cell,
+        filler: Filler,
+        filler_kind: str,
+        filler_chars: int,
+        facts: Mapping[str, Any],
+    ) -> Rendered:
+        return render(cell, filler, filler_kind, filler_chars)
+
+    return rebuild

@@ -1,19 +1,30 @@
-"""Building a cell's context: fit the probe's prompt to the cell's length, or rebuild it."""
+"""Building a cell's context: fit the probe's prompt to the cell's length, or rebuild it.
+
+``default_build`` is the ``build`` of the probes that render around filler (see base.py);
+``build_context`` and ``rebuild`` are how the rest of needlescope asks any probe.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from types import ModuleType
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from needlescope.cells import Cell
 from needlescope.errors import LengthError
 from needlescope.fillers import Filler, PaperCorpusFiller, WholeFileFiller
 from needlescope.haystack import fit_to_length
-from needlescope.probes.base import Context, Rendered
-from needlescope.providers.base import Message
+from needlescope.probes.base import (
+    Budget,
+    BuildTools,
+    Context,
+    Measure,
+    MeasureMessages,
+    Probe,
+    Rendered,
+    Renderer,
+)
 
-Measure = Callable[[str], Awaitable[int]]
-MeasureMessages = Callable[[tuple[Message, ...]], Awaitable[int]]
+Build = Callable[[Cell, Filler, str, BuildTools], Coroutine[Any, Any, Context]]
 
 
 def budget_overhead(cell: Cell) -> int:
@@ -41,7 +52,7 @@ async def measure_rendered(
 
 
 async def build_context(
-    probe: ModuleType,
+    probe: Probe,
     cell: Cell,
     filler: Filler,
     filler_kind: str,
@@ -51,16 +62,41 @@ async def build_context(
     measure_haystack: Measure | None = None,
     measure_messages: MeasureMessages | None = None,
 ) -> Context:
+    """``probe.build`` with these measures (a probe that retrieves needs its ``tools``)."""
+    tools = BuildTools(measure, measure_haystack, measure_messages, max_tokens)
+    return await probe.build(cell, filler, filler_kind, tools)
+
+
+def default_build(
+    render: Renderer,
+    answer_budget: Budget,
+    *,
+    fits_filler: bool,
+    seed_filler_chars: Callable[[Cell, Filler], int] | None = None,
+) -> Build:
+    """A probe's ``build``: ``render`` fitted to the cell's length (``fits_filler``), or
+    rendered as it is and measured; ``seed_filler_chars`` sizes ``length_budget: seed``."""
+
+    async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools) -> Context:
+        sized = _Sized(render, answer_budget, cell, filler, filler_kind, tools)
+        if not fits_filler:
+            return await sized(0)
+        return await fit_context(sized, seed_filler_chars)
+
+    return build
+
+
+async def fit_context(
+    sized: _Sized, seed_filler_chars: Callable[[Cell, Filler], int] | None = None
+) -> Context:
     """Fit the haystack so the cell is ``cell.length`` units long: the whole prompt as sent
     (``length_budget: prompt``), the haystack alone before its needles go in (``haystack``,
     measured by ``measure_haystack``), or U-NIAH's haystack and needles in cl100k tokens
-    (``seed``, the probe's ``seed_filler_chars``); a cell of length 0 takes its filler as it
-    is, and the Counting-Stars paper's haystack (``fit: paper``) takes the pieces or characters
-    the paper gives the cell's nominal length. ``prompt_length`` is always the whole prompt's
-    measured length."""
-    measured = _Measured(probe, cell, filler, filler_kind, measure, measure_messages, max_tokens)
-    if not probe.FITS_FILLER:
-        return await measured(0)
+    (``seed``, ``seed_filler_chars``); a cell of length 0 takes its filler as it is, and the
+    Counting-Stars paper's haystack (``fit: paper``) takes the pieces or characters the paper
+    gives the cell's nominal length. ``prompt_length`` is always the whole prompt's measured
+    length."""
+    cell, filler, tools = sized.cell, sized.filler, sized.tools
     if isinstance(filler, PaperCorpusFiller):  # the paper's haystack for a nominal length
         units = filler.units(cell.length)
         if units > filler.size:
@@ -68,75 +104,81 @@ async def build_context(
                 f"{filler.name} holds {filler.size:,} {filler.unit}; a length of"
                 f" {cell.length:,} needs {units:,}"
             )
-        return await measured(units)
+        return await sized(units)
     if cell.as_is:
         if not isinstance(filler, WholeFileFiller):
             raise LengthError(f"a cell of length 0 needs a corpus used as it is, not {filler.name}")
-        return await measured(filler.size)
+        return await sized(filler.size)
     budget = cell.params().get("length_budget")
     if budget == "haystack":
-        fit = await fit_to_length(filler.text, measure_haystack or measure, cell.length)
-        return await measured(fit.n_filler_chars)
-    if budget == "seed":
-        return await measured(probe.seed_filler_chars(cell, filler))
-    if measure_messages is None:
+        fit = await fit_to_length(filler.text, tools.measure_haystack or tools.measure, cell.length)
+        return await sized(fit.n_filler_chars)
+    if budget == "seed" and seed_filler_chars is not None:
+        return await sized(seed_filler_chars(cell, filler))
+    if tools.measure_messages is None:
         fit = await fit_to_length(
-            lambda n: probe.render(cell, filler, filler_kind, n).prompt_text, measure, cell.length
+            lambda n: sized.render_at(n).prompt_text, tools.measure, cell.length
         )
     else:
         # A prompt of several messages is measured as sent; its text is the search's key.
         built: dict[str, Rendered] = {}
 
         def build(n: int) -> str:
-            rendered = probe.render(cell, filler, filler_kind, n)
+            rendered = sized.render_at(n)
             built[rendered.prompt_text] = rendered
             return rendered.prompt_text
 
         async def measure_built(text: str) -> int:
-            return await measure_rendered(built[text], measure, measure_messages)
+            return await measure_rendered(built[text], tools.measure, tools.measure_messages)
 
         fit = await fit_to_length(build, measure_built, cell.length)
-    return rebuild(probe, cell, filler, filler_kind, fit.n_filler_chars, fit.measured, max_tokens)
+    return sized.context(sized.render_at(fit.n_filler_chars), fit.n_filler_chars, fit.measured)
 
 
-class _Measured:
+class _Sized:
     """A cell's context at a given filler size, its whole prompt measured."""
 
     def __init__(
         self,
-        probe: ModuleType,
+        render: Renderer,
+        answer_budget: Budget,
         cell: Cell,
         filler: Filler,
         filler_kind: str,
-        measure: Measure,
-        measure_messages: MeasureMessages | None,
-        max_tokens: int | None,
+        tools: BuildTools,
     ) -> None:
-        self.args = (probe, cell, filler, filler_kind)
-        self.measure, self.measure_messages = measure, measure_messages
-        self.max_tokens = max_tokens
+        self.render, self.answer_budget = render, answer_budget
+        self.cell, self.filler, self.filler_kind, self.tools = cell, filler, filler_kind, tools
+
+    def render_at(self, filler_chars: int) -> Rendered:
+        return self.render(self.cell, self.filler, self.filler_kind, filler_chars)
+
+    def context(self, rendered: Rendered, filler_chars: int, length: int) -> Context:
+        budget = self.answer_budget(self.cell, self.tools.max_tokens)
+        return Context(self.cell, rendered, filler_chars, length, budget)
 
     async def __call__(self, filler_chars: int) -> Context:
-        probe, cell, filler, filler_kind = self.args
-        rendered = probe.render(cell, filler, filler_kind, filler_chars)
-        length = await measure_rendered(rendered, self.measure, self.measure_messages)
-        budget = probe.answer_budget(cell, self.max_tokens)
-        return Context(cell, rendered, filler_chars, length, budget)
+        rendered = self.render_at(filler_chars)
+        tools = self.tools
+        length = await measure_rendered(rendered, tools.measure, tools.measure_messages)
+        return self.context(rendered, filler_chars, length)
 
 
 def rebuild(
-    probe: ModuleType,
+    probe: Probe,
     cell: Cell,
     filler: Filler,
     filler_kind: str,
     filler_chars: int,
     prompt_length: int,
     max_tokens: int | None = None,
+    facts: Mapping[str, Any] | None = None,
 ) -> Context:
-    """The exact prompt of a cell from its stored filler size: no tokenizer needed."""
+    """The exact prompt of a cell from its stored filler size (and, for a probe that needs
+    them, its stored ``facts``): no tokenizer needed."""
     return Context(
         cell=cell,
-        rendered=probe.render(cell, filler, filler_kind, filler_chars),
+        rendered=probe.rebuild(cell, filler, filler_kind, filler_chars, facts or {}),
         filler_chars=filler_chars,
         prompt_length=prompt_length,
         max_tokens=probe.answer_budget(cell, max_tokens),

@@ -25,11 +25,13 @@ from typing import Any
 
 import json_repair
 
-from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
+from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import CountingStarsProbe, SweepConfig
 from needlescope.fillers import Filler
+from needlescope.hashing import canonical_json
 from needlescope.haystack import insert_needles
-from needlescope.probes.base import Grade, NeedleResult, Rendered
+from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
+from needlescope.probes.build import default_build
 from needlescope.probes.stars_paper import paper_counts, splice
 from needlescope.probes.stars_templates import TEMPLATES
 
@@ -303,3 +305,8 @@ def _normal(value: Any) -> Any:
 def _key(value: Any) -> tuple[str, Any]:
     """Identity for membership and duplicates: Python equality, but a boolean is never a count."""
     return (type(value).__name__, value)
+
+
+grade_batch = grade_each(grade)
+build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+rebuild = render_again(render)

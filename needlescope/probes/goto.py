@@ -15,12 +15,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from needlescope.cells import Cell, canonical_json, model_fields
+from needlescope.cells import Cell, model_fields
 from needlescope.config import GotoProbe, SweepConfig
 from needlescope.errors import LengthError
 from needlescope.fillers import Filler
-from needlescope.probes.base import Grade, NeedleResult, Rendered
-from needlescope.probes.templates import PromptTemplate
+from needlescope.hashing import canonical_json
+from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
+from needlescope.probes.build import default_build
+from needlescope.probes.templates import GOTO_SEED as SEED_TEMPLATE
+from needlescope.probes.templates import GOTO_TEMPLATES
 
 NAME = "goto"
 FITS_FILLER = False
@@ -37,7 +40,6 @@ INSTRUCTION = (
 )
 ANSWER_TOKENS = 16
 
-SEED_TEMPLATE = "goto-seed"
 SEED_LINE_FORMAT = "lrt-seed"
 SEED_HEADER = "Testing Long Context"
 # The seed's header is one list entry ending in a blank line: the instruction goes before
@@ -66,24 +68,6 @@ class Layout:
 
 OWN_LAYOUT = Layout(HEAD, INSTRUCTION, LINE_FORMAT)
 SEED_LAYOUT = Layout(SEED_HEAD, SEED_INSTRUCTION, SEED_LINE_FORMAT)
-
-_GOTO_V1 = """\
-The file below holds numbered register lines. One line in it, marked [EXECUTE THIS], is an \
-instruction for you.
-
-<file>
-{file}
-</file>
-
-Carry out that instruction. Answer with the number alone."""
-
-GOTO_TEMPLATES: dict[str, PromptTemplate] = {
-    "goto-v1": PromptTemplate("goto-v1", "en", _GOTO_V1),
-    # The seed's protocol: the file is the whole prompt.
-    "goto-raw-v1": PromptTemplate("goto-raw-v1", "en", "{file}"),
-    # The seed's own prompt and file, byte for byte (its file with the last newline dropped).
-    SEED_TEMPLATE: PromptTemplate(SEED_TEMPLATE, "en", "Here are the file contents:\n{file}"),
-}
 
 # \d and int() take the decimal digits of every script (１２３４, ١٢٣٤), as the seed's \d+ did.
 # A line label the model quotes back ("line 5: …") is not the value it reports.
@@ -312,3 +296,8 @@ def answered_line(answered: int, values: list[Any], shown: list[Any]) -> int | N
 def _list(facts: Mapping[str, Any], key: str) -> list[Any]:
     value = facts.get(key)
     return value if isinstance(value, list) else []
+
+
+grade_batch = grade_each(grade)
+build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+rebuild = render_again(render)

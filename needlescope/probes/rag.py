@@ -20,65 +20,40 @@ from __future__ import annotations
 import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from needlescope import chunking, tokens
-from needlescope.cells import Cell, canonical_json, filler_identity, model_fields
+from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import RagProbe, SweepConfig
 from needlescope.errors import ConfigError, LengthError
 from needlescope.fillers import Filler
+from needlescope.hashing import canonical_json
 from needlescope.haystack import fit_to_length
 from needlescope.probes import cases, uniah
-from needlescope.probes.base import Context, Rendered
-from needlescope.probes.build import MeasureMessages, measure_rendered
-from needlescope.probes.templates import PromptTemplate
+from needlescope.probes.base import (
+    BuildTools,
+    Context,
+    Embed,
+    Measure,
+    MeasureMessages,
+    MissingFacts,
+    Rendered,
+    grade_each,
+)
+from needlescope.probes.build import measure_rendered
+from needlescope.probes.templates import RAG_TEMPLATES, UNIAH_RAG
 
 NAME = "rag"
 # The sweep cannot fit ``render`` to a length: retrieval needs embeddings, so ``build`` sizes it.
 FITS_FILLER = False
-ASYNC_BUILD = True
 
 Mode = Literal["topk", "half", "full"]
-Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
-Measure = Callable[[str], Awaitable[int]]
 
 # The embedder when the probe names none: the bundled SmolLM2 GGUF, mean-pooled.
 DEFAULT_EMBEDDER: dict[str, Any] = {"provider": "local", "model": None, "pooling": "mean"}
 _RAG_KEYS = ("mode", "chunk_size", "chunk_overlap", "top_k", "reverse", "embedder", "chunking")
-
-_RAG_EN_V1 = """\
-Below are passages from a long document, chosen for their relevance to a question. Read them, \
-then answer the question that follows.
-
-<passages>
-{passages}
-</passages>
-
-Question: {question}
-
-Answer the question based only on the passages above. Keep the answer short: a few words or \
-one sentence."""
-
-_RAG_ZH_V1 = """\
-下面是从一篇长文档中按与问题的相关程度挑选出的若干段落。请阅读这些段落，然后回答后面的问题。
-
-<passages>
-{passages}
-</passages>
-
-问题：{question}
-
-请只根据上面的段落作答。回答要简短：几个词或一句话。"""
-
-TEMPLATES: dict[str, PromptTemplate] = {
-    "rag-en-v1": PromptTemplate("rag-en-v1", "en", _RAG_EN_V1),
-    "rag-zh-v1": PromptTemplate("rag-zh-v1", "zh", _RAG_ZH_V1),
-}
-
-
-PROMPTS = (*TEMPLATES, uniah.RAG_TEMPLATE)
 
 
 def prompt_version(language: str) -> str:
@@ -291,11 +266,11 @@ def cases_twin(cell: Cell) -> Cell:
 
 
 def _prompt(cell: Cell, case: cases.Case, shown: Sequence[Chunk]) -> str:
-    if cell.prompt_version == uniah.RAG_TEMPLATE:
+    if cell.prompt_version == UNIAH_RAG:
         picked = [uniah.Picked(i, c.text) for i, c in enumerate(shown)]
         mode: Mode = cell.params()["mode"] if cell.params().get("chunking") == "uniah" else "topk"
         return uniah.rag_prompt(uniah.join_context(picked, mode, False), case.question)
-    template = TEMPLATES[cell.prompt_version]
+    template = RAG_TEMPLATES[cell.prompt_version]
     return template.render(passages=passages_text(shown), question=case.question)
 
 
@@ -336,15 +311,24 @@ def shown_chunks(
 
 
 def rebuild(
+    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int, facts: Mapping[str, Any]
+) -> Rendered:
+    """The exact prompt of a built cell from its stored filler size and ``facts["order"]``
+    (and ``facts["cut"]`` when U-NIAH's filling cut a chunk)."""
+    order = facts.get("order")
+    if not isinstance(order, list):
+        raise MissingFacts("the cell's facts have no retrieval order")
+    return _rebuilt(cell, filler, filler_kind, filler_chars, order, facts.get("cut") or None)
+
+
+def _rebuilt(
     cell: Cell,
     filler: Filler,
     filler_kind: str,
     filler_chars: int,
     order: Sequence[int],
-    cut: Mapping[str, Any] | None = None,
+    cut: Mapping[str, Any] | None,
 ) -> Rendered:
-    """The exact prompt of a built cell from its stored filler size and ``facts["order"]``
-    (and ``facts["cut"]`` when U-NIAH's filling cut a chunk)."""
     twin = cases_twin(cell)
     full = cases.render(twin, filler, filler_kind, filler_chars)
     chunks = chunks_of(cell, full.haystack_text)
@@ -361,7 +345,7 @@ def rebuild(
 def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
     raise NotImplementedError(
         "a rag prompt depends on embeddings: build it with rag.build, or rebuild a stored one "
-        "with rag.rebuild and its facts['order']"
+        "with rag.rebuild and its facts"
     )
 
 
@@ -426,7 +410,7 @@ def _uniah(
     return _Selection(arrange(selected, bool(params["reverse"])), selected, cut)
 
 
-async def build(
+async def retrieve(
     cell: Cell,
     filler: Filler,
     filler_kind: str,
@@ -483,8 +467,19 @@ async def build(
     return Context(cell, rendered, filler_chars, length, answer_budget(cell, max_tokens))
 
 
+async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools) -> Context:
+    """:func:`retrieve` with the sweep's embedder (started on first use)."""
+    if tools.embedder is None:
+        raise ConfigError("a rag cell needs an embedder to retrieve its chunks")
+    embed = await tools.embedder()
+    return await retrieve(
+        cell, filler, filler_kind, embed, tools.measure, tools.max_tokens, tools.measure_messages
+    )
+
+
 def answer_budget(cell: Cell, max_tokens: int | None) -> int:
     return cases.answer_budget(cell, max_tokens)
 
 
 grade = cases.grade
+grade_batch = grade_each(grade)

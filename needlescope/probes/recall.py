@@ -14,13 +14,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope.cells import Cell, ModelFields, canonical_json, filler_identity, model_fields
+from needlescope.cells import Cell, ModelFields, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
 from needlescope.fillers import Filler, as_is_files
 from needlescope.grading import ErrorAnalysis, grade_recall_batch
+from needlescope.hashing import canonical_json
 from needlescope.haystack import insert_at, insert_needles, parse_regions, place_needles
 from needlescope.needle_ranges import counted_needles, seed_positions
-from needlescope.probes.base import Grade, NeedleResult, Rendered
+from needlescope.probes.base import Grade, GradedReplies, NeedleResult, Rendered, render_again
+from needlescope.probes.build import default_build
 from needlescope.probes.templates import RECALL_TEMPLATES, SEED_TEMPLATES
 
 NAME = "recall"
@@ -169,17 +171,6 @@ def answer_budget(cell: Cell, max_tokens: int | None) -> int:
     return cell.needle_count * (digits + 8) + 32
 
 
-@dataclass(frozen=True)
-class GradedReplies:
-    """A batch of graded replies: a :class:`Grade` per reply (figures only: its ``needles``
-    and ``tables`` stay empty), and the rows of the analysis tables (``needle_outcomes``,
-    ``hallucinations``, ``duplicates``) as columns, where ``answer`` is the reply's position
-    in the batch and the other columns are the table's own."""
-
-    grades: list[Grade]
-    tables: dict[str, dict[str, list[Any]]]
-
-
 def _json_value(value: object) -> str:
     return str(value) if type(value) is int else json.dumps(value)
 
@@ -289,3 +280,7 @@ def error_tables(analysis: ErrorAnalysis) -> dict[str, tuple[dict[str, Any], ...
             for d in analysis.duplicates
         ),
     }
+
+
+build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+rebuild = render_again(render)

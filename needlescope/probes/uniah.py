@@ -19,8 +19,6 @@ from needlescope import tokens
 from needlescope.fillers import Filler
 from needlescope.providers.base import Message
 
-TEMPLATE = "uniah"
-RAG_TEMPLATE = "uniah-rag"
 DEFAULT_BUFFER = 200  # final_context_length_buffer, in cl100k tokens
 
 SYSTEM = (

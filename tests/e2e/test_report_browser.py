@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from needlescope.cells import short_hash
 from needlescope.grading import grade_recall
+from needlescope.hashing import short_hash
 from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import analysis_rows

@@ -51,9 +51,7 @@ def test_seed_uniah_config_runs_in_uniahs_terms(cli, tmp_path: Path) -> None:
             if facts["depth"] == 100.0:
                 assert rendered.haystack_text.endswith(case.needles[-1].text)
         else:
-            rendered = rag.rebuild(
-                cell, PROSE, "prose", row["filler_chars"], facts["order"], facts.get("cut")
-            )
+            rendered = rag.rebuild(cell, PROSE, "prose", row["filler_chars"], facts)
             assert rendered.prompt_text.startswith(
                 "Use the following pieces of context to answer the question at the end."
             )

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.cells import expand_grid
-from needlescope.config import load_config
+from needlescope.config_file import load_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.build import rebuild
+from needlescope.probes.registry import expand_grid
 from needlescope.warehouse.store import Warehouse
 
 pytestmark = pytest.mark.e2e

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from needlescope import judge
-from needlescope.cells import Cell, expand_grid
+from needlescope.cells import Cell
 from needlescope.config import SweepConfig, parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.grading import grade_recall
-from needlescope.probes import cases, counting_stars, probe_module, rag, recall
+from needlescope.probes import cases, counting_stars, rag, recall
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import analysis_rows, cell_row, grade_tables
 
@@ -222,7 +223,7 @@ def build_probe_contexts(config: SweepConfig) -> dict[str, Context]:
         spec = config.filler_spec(cell.filler)
         filler = filler_from_spec(spec)
         if cell.probe == "rag":
-            return await rag.build(cell, filler, spec.kind, _embed, _measure)
+            return await rag.retrieve(cell, filler, spec.kind, _embed, _measure)
         module = counting_stars if cell.probe == "counting_stars" else cases
         return await build_context(module, cell, filler, spec.kind, _measure)
 

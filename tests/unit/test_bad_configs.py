@@ -478,7 +478,7 @@ def test_bad_config_is_one_line_with_exit_code_2(bad: Bad, tmp_path: Path, clean
 
 
 def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
 
     for text in (GOOD, GOOD_LOCAL):
         path = tmp_path / "good.yaml"

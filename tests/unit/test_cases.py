@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from needlescope.config import parse_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import PatternFiller, SyntheticProseFiller
+from needlescope.grading import keywords as keyword_rules
 from needlescope.haystack import measure_text
-from needlescope.probes import cases
+from needlescope.probes import case_file, cases
 from needlescope.probes.build import build_context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +57,8 @@ def one_cell(case: str = "plum_cake_secrets", depth: float = 40.0, **probe: Any)
 
 
 def test_shipped_case_files_load() -> None:
-    english = cases.load_cases(EN_CASES)
-    chinese = cases.load_cases(ZH_CASES)
+    english = case_file.load_cases(EN_CASES)
+    chinese = case_file.load_cases(ZH_CASES)
     assert set(english) == {"plum_cake_secrets", "veldmere_facts", "lighthouse_colour"}
     assert {c.language for c in english.values()} == {"en"}
     assert {c.language for c in chinese.values()} == {"zh"}
@@ -68,7 +69,7 @@ def test_shipped_case_files_load() -> None:
 
 
 def test_names_select_cases_in_order(tmp_path: Path) -> None:
-    picked = cases.load_cases(EN_CASES, ["lighthouse_colour", "plum_cake_secrets"])
+    picked = case_file.load_cases(EN_CASES, ["lighthouse_colour", "plum_cake_secrets"])
     assert list(picked) == ["lighthouse_colour", "plum_cake_secrets"]
 
 
@@ -114,7 +115,7 @@ GOOD += '  true_answer: "Copper."\n'
 def test_bad_case_files_are_one_line_errors(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
-        cases.load_cases(path)
+        case_file.load_cases(path)
     error = str(caught.value)
     assert message in error
     assert str(path) in error and "\n" not in error
@@ -123,15 +124,15 @@ def test_bad_case_files_are_one_line_errors(tmp_path: Path, text: str, message: 
 def test_unknown_case_name_lists_the_known_ones(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD)
     with pytest.raises(ConfigError, match=r"unknown case 'bad'; known: good"):
-        cases.load_cases(path, ["bad"])
+        case_file.load_cases(path, ["bad"])
     with pytest.raises(ConfigError, match="cases file not found"):
-        cases.load_cases(tmp_path / "missing.yaml")
+        case_file.load_cases(tmp_path / "missing.yaml")
 
 
 def test_needle_text_is_kept_as_written_and_language_detected(tmp_path: Path) -> None:
     # U-NIAH's needles carry the spaces that join them to the haystack: kept, as written.
     path = write(tmp_path, GOOD.replace('"The kettle is copper."', '" The   kettle is copper. "'))
-    case = cases.load_cases(path)["good"]
+    case = case_file.load_cases(path)["good"]
     assert case.needles[0].text == " The   kettle is copper. "
     assert case.language == "en"
     assert case.needles[0].keywords == ("copper",)
@@ -148,7 +149,7 @@ def test_default_keywords_drop_stopwords_shared_and_question_words() -> None:
     question = "Who guards the doors of the mill?"
     # "door", "mill", "guarded" are in both needles; "the", "of", "is", "by" are stopwords;
     # "us" is short; "7" is a number, kept however short.
-    assert cases.default_keywords(needles, question) == [
+    assert case_file.default_keywords(needles, question) == [
         ("red", "Brannoc"),
         ("blue", "Ysolde", "7"),
     ]
@@ -157,17 +158,19 @@ def test_default_keywords_drop_stopwords_shared_and_question_words() -> None:
 def test_default_keywords_relax_when_nothing_is_left() -> None:
     # Every word is in the question: the question filter is dropped ("here" stays a stopword);
     # a needle of stopwords only keeps them all.
-    assert cases.default_keywords(["Mosses grow here."], "Do mosses grow here?") == [
+    assert case_file.default_keywords(["Mosses grow here."], "Do mosses grow here?") == [
         ("Mosses", "grow")
     ]
-    assert cases.default_keywords(["It is."], "") == [("It", "is")]
+    assert case_file.default_keywords(["It is."], "") == [("It", "is")]
 
 
 def test_default_keywords_in_chinese_use_two_character_pieces() -> None:
     needles = ["云栖村的第一件宝物是一面铜镜。", "云栖村的第二件宝物是一把桃木梳。"]
     question = "云栖村的宝物是什么？"
-    assert cases.default_keywords(needles, question) == [("面铜", "铜镜"), ("桃木", "木梳")]
-    assert cases.default_keywords(["茶名叫雪松白毫。"], "茶叫什么？") == [("雪松", "松白", "白毫")]
+    assert case_file.default_keywords(needles, question) == [("面铜", "铜镜"), ("桃木", "木梳")]
+    assert case_file.default_keywords(["茶名叫雪松白毫。"], "茶叫什么？") == [
+        ("雪松", "松白", "白毫")
+    ]
 
 
 # --- keyword recall ---------------------------------------------------------------------------
@@ -193,7 +196,7 @@ def test_default_keywords_in_chinese_use_two_character_pieces() -> None:
     ],
 )
 def test_keyword_found(keyword: str, reply: str, found: bool) -> None:
-    assert cases.keyword_found(keyword, reply) is found
+    assert keyword_rules.keyword_found(keyword, reply) is found
 
 
 def test_grade_worked_example() -> None:
@@ -292,7 +295,7 @@ def test_expand_crosses_tested_models_cases_lengths_depths_fillers_repeats() -> 
     assert cell.depth == 0.0 and cell.needle_count == 3
     params = cell.params()
     assert params["case"] == "plum_cake_secrets" and params["answer_buffer"] == 200
-    assert params["case_sha256"] == cases.load_cases(EN_CASES)["plum_cake_secrets"].sha256
+    assert params["case_sha256"] == case_file.load_cases(EN_CASES)["plum_cake_secrets"].sha256
     assert [c.cell_id for c in cases.expand(cfg, cfg.probes[0])] == [c.cell_id for c in cells]
     # The context (needles and their places) does not depend on the model.
     assert len({c.context_id for c in cells}) == len(cells) // 2

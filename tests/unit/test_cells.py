@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from needlescope.cells import default_epoch, expand_grid
+from needlescope.cells import default_epoch
 from needlescope.config import parse_config
+from needlescope.probes.registry import expand_grid
 
 BASE = {
     "name": "grid",

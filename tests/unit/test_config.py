@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from needlescope.config import load_config, parse_config, resolve_api_key
+from needlescope.config import parse_config, resolve_api_key
+from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
 
 GOOD = """
@@ -135,8 +136,8 @@ def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
 
 def test_a_stored_config_reads_back_as_the_same_config(tmp_path: Path) -> None:
     """`rerun` sweeps a run's config as stored in the warehouse: it must round-trip exactly."""
-    from needlescope.cells import expand_grid
     from needlescope.config import SweepConfig
+    from needlescope.probes.registry import expand_grid
 
     path = tmp_path / "c.yaml"
     path.write_text(

@@ -11,14 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell, expand_grid
-from needlescope.config import CountingStarsProbe, SweepConfig, load_config, parse_config
+from needlescope.cells import Cell
+from needlescope.config import CountingStarsProbe, SweepConfig, parse_config
+from needlescope.config_file import load_config
 from needlescope.fillers import Filler, PatternFiller, SyntheticProseFiller
 from needlescope.haystack import fit_to_length, insert_needles
 from needlescope.probes import counting_stars as stars
-from needlescope.probes import probe_module
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import expand_grid, probe_module
 from tests.conftest import REPO
 
 PROSE = {"en": SyntheticProseFiller("en", 0), "zh": SyntheticProseFiller("zh", 0)}

@@ -86,9 +86,9 @@ def test_each_config_gets_a_nightly_deployment_beside_rerun_failed(write_config)
 
 
 def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
-    from needlescope.cells import expand_grid
     from needlescope.config import parse_config
     from needlescope.flows.sweep import select_cells
+    from needlescope.probes.registry import expand_grid
 
     config = parse_config(
         {
@@ -115,9 +115,10 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
 
 
 def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
-    from needlescope.cells import expand_grid, order_cells
+    from needlescope.cells import order_cells
     from needlescope.config import parse_config
     from needlescope.flows.sweep import uses_prefix_order
+    from needlescope.probes.registry import expand_grid
 
     cases = str(Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml")
     config = parse_config(

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from needlescope.cells import Cell
 from needlescope.config import GotoProbe, SweepConfig, parse_config
 from needlescope.errors import ConfigError
-from needlescope.probes import goto, probe_module
+from needlescope.probes import goto
 from needlescope.probes.base import NeedleResult
+from needlescope.probes.registry import probe_module
 
 LINE = re.compile(r"^line (\d+): REGISTER_CONTENT is <(\d+)>$")
 INSTRUCTION = re.compile(r"^\[EXECUTE THIS\]: Go to line (\d+) and report only REGISTER_CONTENT")

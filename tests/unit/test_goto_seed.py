@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from needlescope.cells import Cell
-from needlescope.config import GotoProbe, SweepConfig, load_config, parse_config
+from needlescope.config import GotoProbe, SweepConfig, parse_config
+from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
 from needlescope.grading.cli import grade_one
 from needlescope.probes import goto

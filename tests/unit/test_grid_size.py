@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.cells import expand_with_probes
-from needlescope.config import load_config, parse_config
+from needlescope.config import parse_config
+from needlescope.config_file import load_config
 from needlescope.grid_size import grid_sizes
-from needlescope.probes import probe_module
+from needlescope.probes.registry import expand_with_probes, probe_module
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))

@@ -26,8 +26,8 @@ from needlescope.haystack import (
     fit_to_length_sync,
     last_sentence_end,
 )
-from needlescope.probes import probe_module
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import probe_module
 
 REPO = Path(__file__).resolve().parents[2]
 PROSE_EN = SyntheticProseFiller("en", 0)

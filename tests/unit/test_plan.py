@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from needlescope.cells import expand_grid
 from needlescope.config import parse_config
 from needlescope.plan import plan, totals
+from needlescope.probes.registry import expand_grid
 
 CONFIG = {
     "name": "p",

@@ -194,7 +194,7 @@ async def fake_embed(texts: list[str]) -> list[list[float]]:
 
 
 def build(cell: Any) -> Context:
-    return asyncio.run(rag.build(cell, PROSE, "prose", fake_embed, by_chars))
+    return asyncio.run(rag.retrieve(cell, PROSE, "prose", fake_embed, by_chars))
 
 
 def test_expand_adds_the_context_modes() -> None:
@@ -264,7 +264,7 @@ def test_rebuild_gives_the_same_prompt() -> None:
     cell = rag_cells(reverse=True)["half"]
     context = build(cell)
     order = context.rendered.facts["order"]
-    rebuilt = rag.rebuild(cell, PROSE, "prose", context.filler_chars, order)
+    rebuilt = rag.rebuild(cell, PROSE, "prose", context.filler_chars, {"order": order})
     assert rebuilt.prompt_text == context.prompt_text
     with pytest.raises(NotImplementedError, match=r"rag\.build"):
         rag.render(cell, PROSE, "prose", 100)
@@ -288,4 +288,4 @@ def test_a_wrong_number_of_vectors_is_an_error() -> None:
         return [[1.0]]
 
     with pytest.raises(ValueError, match="vectors"):
-        asyncio.run(rag.build(rag_cells()["topk"], PROSE, "prose", short, by_chars))
+        asyncio.run(rag.retrieve(rag_cells()["topk"], PROSE, "prose", short, by_chars))

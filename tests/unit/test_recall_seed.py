@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from needlescope.cells import expand_grid
 from needlescope.config import parse_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import PatternFiller
@@ -22,6 +21,7 @@ from needlescope.grading import extract_answer, grade_recall, read_reply
 from needlescope.haystack import insert_at
 from needlescope.needle_ranges import parse_needle_ranges, seed_positions
 from needlescope.probes import recall
+from needlescope.probes.registry import expand_grid
 from needlescope.probes.templates import RECALL_TEMPLATES
 
 # The seed's prompt as its code has it (the dash is an en dash), then the haystack.

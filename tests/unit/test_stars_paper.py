@@ -14,13 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell, expand_grid
+from needlescope.cells import Cell
 from needlescope.config import SweepConfig, parse_config
 from needlescope.errors import ConfigError, LengthError
 from needlescope.fillers import PaperCorpusFiller, filler_from_spec
 from needlescope.plan import plan
 from needlescope.probes import counting_stars as stars
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import expand_grid
 from needlescope.probes.stars_counts import COUNTS, MISTAKEN
 from needlescope.probes.stars_paper import paper_counts, splice
 from needlescope.probes.stars_templates import TEMPLATES
@@ -340,7 +341,7 @@ def test_only_counting_stars_takes_the_papers_haystack() -> None:
 
 
 def test_a_missing_paper_corpus_is_named_when_the_config_loads(write_config: Any) -> None:
-    from needlescope.config import load_config
+    from needlescope.config_file import load_config
 
     path = write_config(
         "name: x\nmodels: [{name: m, provider: local}]\n"

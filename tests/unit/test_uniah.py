@@ -15,13 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from needlescope import chunking, tokens
-from needlescope.cells import expand_grid
-from needlescope.config import load_config, parse_config
+from needlescope.config import parse_config
+from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import SyntheticProseFiller
+from needlescope.grading import keywords as keyword_rules
 from needlescope.haystack import last_sentence_end, measure_text
-from needlescope.probes import cases, rag, uniah
+from needlescope.probes import case_file, cases, rag, uniah
 from needlescope.probes.build import build_context, rebuild
+from needlescope.probes.registry import expand_grid
 from needlescope.providers.base import Message
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +75,9 @@ def test_a_case_file_laid_out_as_uniahs_loads_unchanged(caplog: pytest.LogCaptur
     # configs/cases/uniah-format.yaml has U-NIAH's structure: a `definitions:` list of needles
     # under an anchor, cases aliasing it, and needles written with spaces around them.
     with caplog.at_level(logging.WARNING):
-        loaded = cases.parse_cases(yaml.safe_load(UNIAH_FORMAT.read_text("utf-8")), "uniah.yaml")
+        loaded = case_file.parse_cases(
+            yaml.safe_load(UNIAH_FORMAT.read_text("utf-8")), "uniah.yaml"
+        )
     assert list(loaded) == [
         "harbour_single_needle",
         "soup_ingredients",
@@ -93,15 +97,15 @@ def test_a_case_file_laid_out_as_uniahs_loads_unchanged(caplog: pytest.LogCaptur
 
 def test_the_definitions_list_is_not_a_case_to_pick(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown case 'definitions' \(a list, not a case\)"):
-        cases.load_cases(UNIAH_FORMAT, ["definitions"])
+        case_file.load_cases(UNIAH_FORMAT, ["definitions"])
     only_lists = tmp_path / "lists.yaml"
     only_lists.write_text("definitions: &x\n  - a needle\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"no cases, only lists \(definitions\)"):
-        cases.load_cases(only_lists)
+        case_file.load_cases(only_lists)
 
 
 def test_a_needle_the_true_answer_does_not_mention_is_not_checked() -> None:
-    visit = cases.load_cases(UNIAH_FORMAT)["observatory_visit"]
+    visit = case_file.load_cases(UNIAH_FORMAT)["observatory_visit"]
     assert visit.needles[0].keywords == ()  # the telescope: its answer does not mention it
     expected = cases.expected_of(visit)
     grade = cases.grade(expected, {}, "Visitors sign a green leather logbook.")
@@ -121,9 +125,9 @@ def test_a_needle_the_true_answer_does_not_mention_is_not_checked() -> None:
 
 def without(text: str, keywords: tuple[str, ...]) -> str:
     """``text`` with every match of ``keywords`` taken out (as keyword recall matches them)."""
-    folded = cases._fold(text)
+    folded = keyword_rules.fold(text)
     for keyword in keywords:
-        pattern = cases.keyword_pattern(keyword)
+        pattern = keyword_rules.keyword_pattern(keyword)
         assert pattern is not None
         folded = pattern.sub(" ", folded)
     return folded
@@ -133,7 +137,7 @@ def without(text: str, keywords: tuple[str, ...]) -> str:
 def test_each_case_is_recalled_fully_by_its_true_answer_and_not_by_its_question(
     path: Path,
 ) -> None:
-    for name, case in cases.load_cases(path).items():
+    for name, case in case_file.load_cases(path).items():
         expected = cases.expected_of(case)
         assert cases.grade(expected, {}, case.true_answer).accuracy == 100.0, name
         assert cases.grade(expected, {}, case.question).accuracy == 0.0, name
@@ -153,12 +157,12 @@ def test_default_keywords_are_the_words_the_true_answer_uses() -> None:
     question = "What goes into the perfect tart?"
     true_answer = "Figs, and water at 93 degrees for the crust."
     # "exactly" and "makes" are the needle's, but the reference answer does not say them.
-    assert cases.default_keywords(needles, question, true_answer) == [
+    assert case_file.default_keywords(needles, question, true_answer) == [
         ("Figs",),
         ("Water", "93", "degrees", "crust"),
     ]
     # Without a reference answer, the needle's own distinctive words, as before.
-    assert cases.default_keywords(needles, question)[1] == (
+    assert case_file.default_keywords(needles, question)[1] == (
         "Water",
         "exactly",
         "93",
@@ -170,8 +174,8 @@ def test_default_keywords_are_the_words_the_true_answer_uses() -> None:
 
 def test_shipped_cases_keep_their_cell_ids() -> None:
     # Default keywords join a case's hash: the shipped cases' keywords did not change.
-    english = cases.load_cases(REPO / "configs" / "cases" / "en.yaml")
-    chinese = cases.load_cases(REPO / "configs" / "cases" / "zh.yaml")
+    english = case_file.load_cases(REPO / "configs" / "cases" / "en.yaml")
+    chinese = case_file.load_cases(REPO / "configs" / "cases" / "zh.yaml")
     assert english["plum_cake_secrets"].sha256 == "0b39e97a3f4766a1"
     assert english["lighthouse_colour"].sha256 == "10990586f465b2ae"
     assert chinese["qingshi_tea"].sha256 == "5dac60b78875d5b8"
@@ -431,7 +435,7 @@ def rag_cells(**probe: Any) -> dict[str, Any]:
 
 
 def build_rag(the_cell: Any) -> Any:
-    return asyncio.run(rag.build(the_cell, PROSE, "prose", fake_embed, by_chars))
+    return asyncio.run(rag.retrieve(the_cell, PROSE, "prose", fake_embed, by_chars))
 
 
 def test_rag_in_uniahs_terms() -> None:
@@ -455,9 +459,7 @@ def test_rag_in_uniahs_terms() -> None:
     assert sorted(full.rendered.facts["order"]) == list(range(len(chunks)))
     for built, the_cell in ((half, cells["half"]), (topk, cells["topk"])):
         facts = built.rendered.facts
-        again = rag.rebuild(
-            the_cell, PROSE, "prose", built.filler_chars, facts["order"], facts.get("cut")
-        )
+        again = rag.rebuild(the_cell, PROSE, "prose", built.filler_chars, facts)
         assert again.prompt_text == built.prompt_text
 
 
@@ -479,6 +481,6 @@ def test_chunking_uniah_needs_tokens() -> None:
 
 
 def test_words_pattern_is_what_keyword_recall_matches() -> None:
-    pattern = cases.keyword_pattern("chestnuts")
+    pattern = keyword_rules.keyword_pattern("chestnuts")
     assert pattern is not None and pattern.search("two roasted chestnut's shells")
     assert re.sub(pattern, "_", "chestnuts, Chestnut") == "_, Chestnut"  # folded text only

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.cells import expand_with_probes
 from needlescope.cli import app
 from needlescope.config import ModelConfig, Price, SweepConfig, parse_config
 from needlescope.errors import ConfigError
 from needlescope.flows.rerun import cells_to_rerun
 from needlescope.plan import plan
+from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import Reply
 from needlescope.reasoning import reasoning_allowance, thinks_by_default
 from needlescope.validity import parse_values, validity_of

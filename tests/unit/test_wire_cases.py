@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from needlescope.cells import expand_grid
 from needlescope.config import ModelConfig, parse_config
 from needlescope.errors import ProviderError
 from needlescope.fillers import filler_from_spec
-from needlescope.probes import probe_module, recall
+from needlescope.probes import recall
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Reply
 from needlescope.providers.open import open_provider
 from needlescope.validity import VALUES, validity_of

@@ -72,7 +72,7 @@ def contexts() -> tuple[list[Context], list[Context]]:
             for c in cases.expand(config, llm_probe)
         ]
         retrieved = [
-            await rag.build(c, PROSE, "prose", fake_embed, by_chars)
+            await rag.retrieve(c, PROSE, "prose", fake_embed, by_chars)
             for c in rag.expand(config, rag_probe)
         ]
         return llm, retrieved

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.cells import expand_grid
 from needlescope.cli import app
 from needlescope.config import parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.build import build_context
+from needlescope.probes.registry import expand_grid
 from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report.drilldown import assemble as drilldown_collect
 from needlescope.warehouse.report.html import json_script

@@ -18,9 +18,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from needlescope.cells import canonical_json, short_hash
 from needlescope.errors import WarehouseError
 from needlescope.grading import grade_recall
+from needlescope.hashing import canonical_json, short_hash
 from needlescope.validity import UNKNOWN
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import analysis_rows

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
-from needlescope.cells import Cell, canonical_json, filler_identity
+from needlescope.cells import Cell, filler_identity
 from needlescope.config import FillerSpec, SweepConfig
 from needlescope.fillers import PAPER_KIND, Filler, filler_from_spec
+from needlescope.hashing import canonical_json
 from needlescope.probes import cases as cases_probe
-from needlescope.probes import probe_module
-from needlescope.probes.base import prompt_sha256
-from needlescope.probes.build import rebuild
+from needlescope.probes.base import MissingFacts, Probe, prompt_sha256
+from needlescope.probes.registry import probe_module
 
 CONTEXT_CHARS = 120  # of haystack on each side of a needle
 MAX_NEEDLE_CONTEXTS = 100  # needles with their context, per answer
@@ -63,7 +62,7 @@ def _depth(region: str, row: Mapping[str, Any]) -> float | None:
     return float(match.group(1))
 
 
-def cell_of(row: Mapping[str, Any]) -> tuple[Cell, ModuleType]:
+def cell_of(row: Mapping[str, Any]) -> tuple[Cell, Probe]:
     """The :class:`Cell` a ``cells`` row was built from, checked against its ``cell_id``."""
     try:
         module = probe_module(str(row.get("probe")))
@@ -175,20 +174,9 @@ class Rebuilder:
         cell, module = cell_of(row)
         filler, kind = self.filler(row)
         try:
-            if hasattr(module, "rebuild"):  # rag: the prompt also needs the retrieval order
-                order = facts_of(row).get("order")
-                if not isinstance(order, list):
-                    raise ContextUnavailable("the cell's facts have no retrieval order")
-                cut = facts_of(row).get("cut")
-                rendered = module.rebuild(
-                    cell, filler, kind, int(row["filler_chars"]), order, cut or None
-                )
-            else:
-                rendered = rebuild(
-                    module, cell, filler, kind, int(row["filler_chars"]), int(row["prompt_length"])
-                ).rendered
-        except ContextUnavailable:
-            raise
+            rendered = module.rebuild(cell, filler, kind, int(row["filler_chars"]), facts_of(row))
+        except MissingFacts as exc:
+            raise ContextUnavailable(str(exc)) from exc
         except Exception as exc:  # a probe that needs more than the cell row
             raise ContextUnavailable(f"{cell.probe} cells cannot be rebuilt here") from exc
         if row.get("prompt_sha256") and prompt_sha256(rendered) != row["prompt_sha256"]:
