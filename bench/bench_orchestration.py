@@ -65,9 +65,10 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     import aiohttp
 
     from needlescope.config_file import load_config
-    from needlescope.flows.runtime import SweepRuntime
+    from needlescope.probes.base import answer_tables
     from needlescope.probes.registry import expand_grid, probe_module
     from needlescope.providers.base import Reply
+    from needlescope.tasks.contexts import ContextBuilder
     from needlescope.warehouse.store import Warehouse
     from needlescope.warehouse.store import rows as row_builders
 
@@ -76,7 +77,7 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     store = Warehouse(warehouse).ensure()
     started = time.perf_counter()
     cells = expand_grid(config)
-    runtime = SweepRuntime(config)
+    runtime = ContextBuilder(config)
     built = await runtime.build_contexts(model.name, cells)
     limit = asyncio.Semaphore(model.concurrency)
     tables: dict[str, list[dict[str, Any]]] = {}
@@ -121,9 +122,8 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
                     length_basis="chars",
                 )
             )
-            extra = row_builders.grade_tables(
-                grade, "bare", "bare", cell.cell_id, cell.model, cell.probe
-            )
+            key = row_builders.AnswerKey("bare", "bare", cell.cell_id, cell.model, cell.probe)
+            extra = row_builders.table_rows(answer_tables([grade]), [key])
             for table, rows in extra.items():
                 tables.setdefault(table, []).extend(rows)
 
@@ -148,7 +148,7 @@ def needlescope_sweep(
         sweep(str(config_path), epoch=epoch, warehouse=str(warehouse), return_state=True)
     )
     elapsed = time.perf_counter() - started
-    from needlescope.cli import _state_summary
+    from needlescope.flows.cli import _state_summary
 
     summary = _state_summary(state)
     assert summary is not None, state

@@ -7,7 +7,6 @@ the coordinating run waits for them and sums what their `end` rows say.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger
@@ -15,9 +14,8 @@ from prefect.deployments.flow_runs import arun_deployment
 from prefect.runtime import deployment, flow_run
 from prefect.states import Completed, Failed, State
 
-from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
-from needlescope.warehouse.store import Warehouse, default_root
+from needlescope.warehouse.store import Warehouse
 
 COUNTS = (
     "cells_total",
@@ -32,24 +30,16 @@ COUNTS = (
 
 
 async def fan_out(
-    config: SweepConfig,
-    config_path: str,
-    epoch: str | None,
-    warehouse: str | None,
-    only_context: bool,
-    shards: int,
+    config_path: str, epoch: str, store: Warehouse, only_context: bool, shards: int
 ) -> State:
-    from needlescope.flows.sweep import resolve_epoch
-
+    """The shard runs of ``epoch`` (resolved by the sweep flow, so shards that start after
+    midnight still sweep the same epoch), waited for and summed."""
     if deployment.id is None:
         raise ConfigError(
             "shards > 1 splits a sweep across a work pool's workers: run it from a deployment "
             "(needlescope deploy CONFIG --pool POOL --shards N), not directly"
         )
     logger = get_run_logger()
-    store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
-    # Fixed here, so shards that start after midnight still sweep the same epoch.
-    epoch = resolve_epoch(config, store, epoch)
     parameters = {
         "config_path": config_path,
         "epoch": epoch,

@@ -1,8 +1,12 @@
-"""Progress of a sweep: the CLI plugs in a rich bar; without one, the flow logs milestones."""
+"""Progress of a sweep: the CLI plugs in a rich bar (``showing``); without one, the flow logs
+milestones."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol
 
 
@@ -42,5 +46,19 @@ class LogProgress:
         pass
 
 
-# Set by the CLI for the duration of a run; None means log milestones.
-SINK: list[ProgressSink] = []
+# Set by the CLI around a run it shows; unset, the flow logs milestones.
+_SHOWN: ContextVar[ProgressSink | None] = ContextVar("needlescope_progress", default=None)
+
+
+def shown_progress() -> ProgressSink | None:
+    return _SHOWN.get()
+
+
+@contextmanager
+def showing(sink: ProgressSink) -> Iterator[ProgressSink]:
+    """``sink`` shows the progress of the sweeps run inside the block."""
+    token = _SHOWN.set(sink)
+    try:
+        yield sink
+    finally:
+        _SHOWN.reset(token)

@@ -1,4 +1,10 @@
-"""The sweep flow: expand the grid, skip what the epoch has graded, query the rest, grade, store."""
+"""The sweep flow: expand the grid, skip what the epoch has graded, query the rest, grade, store.
+
+``run_sweep`` plans the run (which cells, which epoch), opens the provider clients and the
+tasks' runtime (``open_runtime``: tasks/runtime.py's one ContextVar), runs a
+:class:`~needlescope.flows.model_sweep.ModelSweep` per model side by side, and writes the run's
+``start`` and ``end`` rows with what became of its cells.
+"""
 
 from __future__ import annotations
 
@@ -6,323 +12,377 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
-from prefect.utilities.annotations import quote
 
 from needlescope.cells import Cell, default_epoch, order_cells, shard_of
-from needlescope.config import ProbeConfig, SweepConfig
+from needlescope.config import CasesProbe, ProbeConfig, SweepConfig
 from needlescope.config_file import load_config
-from needlescope.errors import ConfigError, ProviderError
-from needlescope.flows.asker import UNSENT, Asker, Unsent
+from needlescope.errors import ConfigError
 from needlescope.flows.limits import active_limits
-from needlescope.flows.progress import SINK, LogProgress, ProgressSink
-from needlescope.flows.runtime import Built, SweepRuntime, fits_context, open_runtime
+from needlescope.flows.model_sweep import ModelSweep
+from needlescope.flows.progress import LogProgress, ProgressSink, shown_progress
 from needlescope.flows.secrets import secret_api_keys
-from needlescope.probes.base import Context
 from needlescope.probes.registry import expand_with_probes
-from needlescope.providers.base import ChatRequest, Reply
-from needlescope.providers.open import check_offline_lengths
+from needlescope.providers.open import check_offline_lengths, open_provider
 from needlescope.providers.registry import CACHES_PREFIXES
-from needlescope.tasks.grade import grade_answers, persist
-from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import ATTEMPTS, RATE_LIMITS
-from needlescope.warehouse.store import Warehouse, default_root
-from needlescope.warehouse.store import rows as row_builders
+from needlescope.tasks.contexts import ContextBuilder, Embedders
+from needlescope.tasks.query import Asker
+from needlescope.tasks.runtime import Runtime, running
+from needlescope.warehouse.store import Warehouse, default_root, rows
 from needlescope.warehouse.store.claims import Claims
+from needlescope.windows import fits_context, local_slot_size
 
 
 def helper_models(
     config: SweepConfig, cells: list[Cell], probe_of: dict[str, ProbeConfig]
 ) -> set[str]:
     """Models the cells to do need besides the ones under test: judges (embedders start apart)."""
-    names: set[str] = set()
-    for cell in cells:
-        probe = probe_of[cell.cell_id]
-        judge = getattr(probe, "judge", None)
-        if judge:
-            names.add(judge)
-    return names
+    return {
+        probe.judge
+        for cell in cells
+        if isinstance(probe := probe_of[cell.cell_id], CasesProbe) and probe.judge
+    }
 
 
 def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
-def request_for(context: Context, config: SweepConfig) -> ChatRequest:
-    generation = config.model(context.cell.model).generation
-    return generation.request(context.messages, context.max_tokens)
+def _flow_run_id() -> str | None:
+    return str(flow_run.id) if flow_run.id else None
 
 
-class ModelSweep:
-    """One model's share of a sweep, batch by batch: build, store cells, query, grade, store."""
+def uses_prefix_order(config: SweepConfig, model: str) -> bool:
+    order = config.cell_order
+    if order == "auto":
+        return config.model(model).provider in CACHES_PREFIXES
+    return order == "prefix"
 
-    def __init__(
-        self,
-        runtime: SweepRuntime,
-        warehouse: Warehouse,
-        model: str,
-        run_id: str,
-        epoch: str,
-        progress: ProgressSink,
-        known_cells: set[str],
-        asker: Asker,
-        probe_of: dict[str, ProbeConfig],
-        claims: Claims | None = None,
-    ) -> None:
-        self.runtime = runtime
-        self.warehouse = warehouse
-        self.model = model
-        self.run_id = run_id
-        self.epoch = epoch
-        self.progress = progress
-        self.known_cells = known_cells
-        self.asker = asker
-        self.probe_of = probe_of
-        self.claims = claims  # None: prompts only (--only-context), nothing is graded
-        self.graded = self.failed = self.dropped = self.unsent = 0
-        self.elsewhere = 0  # cells another run of the epoch graded while this one ran
-        self.drop_reasons: list[str] = []
-        self.waiting: list[Cell] = []  # cells another live run holds: looked at again later
-        self.logger = get_run_logger()
-        self.sort_by_prompt = False
-        retry = runtime.config.retry
-        self.build = build_prompts.with_options(
-            retries=retry.retries, retry_delay_seconds=list(retry.backoff_s) or 0
-        )
 
-    def sorting_batches(self, on: bool) -> ModelSweep:
-        """Send each batch in the order of its prompts' text: neighbours then share the
-        longest prefix, which a prefix-caching server computes once."""
-        self.sort_by_prompt = on
-        return self
+def resolve_epoch(config: SweepConfig, store: Warehouse, explicit: str | None) -> str:
+    """The given epoch; else the one an earlier attempt of this flow run used (a retry from
+    the UI finishes that epoch, even after midnight); else the config's for the scheduled date."""
+    if explicit:
+        return explicit
+    if flow_run.id and (earlier := store.epoch_of_flow_run(str(flow_run.id))):
+        return earlier
+    return default_epoch(config, now=flow_run.scheduled_start_time)
 
-    async def run(self, cells: list[Cell], only_context: bool) -> None:
-        """Batches overlap: while one batch waits on the model, the next is built, so the
-        model always has up to its ``concurrency`` requests in flight."""
-        size = self.runtime.config.batch_size
-        concurrency = self.runtime.config.model(self.model).concurrency
-        # Enough batches that the model's slots stay full while whole batches finish.
-        batches_in_flight = asyncio.Semaphore(-(-concurrency // size) + 2)
 
-        async def one(batch: list[Cell]) -> None:
-            async with batches_in_flight:
-                if not only_context and self.asker.spend.exhausted():
-                    self.unsent += len(batch)
-                    return
-                await self._batch(batch, only_context)
+def select_cells(
+    cells: list[Cell], only_cells: Collection[str] | None, shard: int | None, shards: int
+) -> list[Cell]:
+    """The cells this flow run is for: a rerun's chosen cells, one shard of a split sweep."""
+    if only_cells is not None:
+        wanted = set(only_cells)
+        cells = [c for c in cells if c.cell_id in wanted]
+    if shard is not None and shards > 1:
+        cells = [c for c in cells if shard_of(c.cell_id, shards) == shard]
+    return cells
 
-        await asyncio.gather(*(one(cells[i : i + size]) for i in range(0, len(cells), size)))
-        while self.waiting:  # cells other runs held: theirs to finish, unless they give up
-            await asyncio.sleep(claim_poll_s(self.runtime.config))
-            waiting, self.waiting = self.waiting, []
-            for start in range(0, len(waiting), size):
-                await one(waiting[start : start + size])
 
-    async def _claim(self, batch: list[Cell]) -> list[Cell]:
-        """The cells of ``batch`` this run claims; others are graded or held elsewhere."""
-        assert self.claims is not None
-        ids = [c.cell_id for c in batch]
-        taken = await asyncio.to_thread(self.claims.take, self.epoch, ids)
-        graded = set(taken.graded)
-        if taken.lapsed:  # a crashed run may have stored the answer before it could say so
-            stored = await asyncio.to_thread(
-                self.warehouse.graded_cell_ids, self.epoch, taken.lapsed
+@contextlib.asynccontextmanager
+async def open_runtime(
+    config: SweepConfig,
+    cells_by_model: dict[str, list[Cell]],
+    helpers: Collection[str] = (),
+    probe_of: dict[str, ProbeConfig] | None = None,
+    api_keys: dict[str, str] | None = None,
+    offline: bool = False,
+    rate_limits: dict[str, list[str]] | None = None,
+) -> AsyncIterator[Runtime]:
+    """Provider clients (and local servers) for the models under test and their helpers, in
+    the tasks' runtime for the block; ``offline``: prompts are only built, nothing is sent."""
+    keys = api_keys or {}
+    async with contextlib.AsyncExitStack() as stack:
+        providers = {
+            name: await open_provider(
+                stack,
+                config.model(name),
+                ctx_per_slot=local_slot_size(cells, config.model(name)),
+                api_key=keys.get(name),
+                offline=offline,
             )
-            await asyncio.to_thread(self.claims.finish, self.epoch, sorted(stored))
-            graded |= stored
-        busy = set(taken.busy)
-        self.waiting.extend(c for c in batch if c.cell_id in busy)
-        if graded:
-            self.elsewhere += len(graded)
-            self.progress.advance(len(graded), 0)
-        mine = set(taken.mine) - graded
-        return [c for c in batch if c.cell_id in mine]
-
-    async def _free(self, cells: list[Cell]) -> None:
-        if self.claims is not None and cells:
-            ids = [c.cell_id for c in cells]
-            await asyncio.to_thread(self.claims.finish, self.epoch, (), ids)
-
-    async def _batch(self, batch: list[Cell], only_context: bool) -> None:
-        if self.claims is not None:
-            batch = await self._claim(batch)
-            if not batch:
-                return
-        built = await self.build(self.model, batch)
-        self.runtime.forget(self.model, batch)
-        for cell, reason in built.unbuildable:
-            self.logger.warning("cell %s dropped: %s", cell.label, reason)
-            if not self.drop_reasons:  # one example for the summary
-                self.drop_reasons.append(reason)
-        self.dropped += len(built.unbuildable)
-        await self._free([cell for cell, _ in built.unbuildable])
-        if built.failed:
-            await self._record_build_failures(built.failed)
-        contexts = built.contexts
-        if self.sort_by_prompt:
-            contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
-        await self._store_cells(
-            contexts, built, keep_prompt=only_context or self.runtime.config.save_prompts
-        )
-        if not only_context:
-            await self._query_and_grade(contexts)
-
-    async def _store_cells(self, contexts: list[Context], built: Built, keep_prompt: bool) -> None:
-        rows = []
-        for context in contexts:
-            if context.cell.cell_id in self.known_cells and not keep_prompt:
-                continue
-            measured = built.measured[context.cell.cell_id]
-            rows.append(
-                row_builders.cell_row(
-                    context,
-                    self.run_id,
-                    haystack_length=measured.haystack_length,
-                    planned_tokens=measured.planned_tokens,
-                    keep_prompt=keep_prompt,
-                    length_basis=self.runtime.length_basis(self.model, context),
-                    length=measured.length,
-                )
+            for name, cells in cells_by_model.items()
+        }
+        for name in sorted(helpers):
+            model = config.model(name)
+            providers[name] = await open_provider(
+                stack, model, ctx_per_slot=local_slot_size([], model), api_key=keys.get(name)
             )
-        if rows:
-            await self._persist("cells", rows)
-            self.known_cells.update(row["cell_id"] for row in rows)
-
-    async def _record_build_failures(self, failed: list[tuple[Cell, ProviderError]]) -> None:
-        """Cells whose prompt could not be built are failed cells: kept, and retried next run."""
-        for cell, error in failed:
-            self.logger.warning("cell %s failed while building its prompt: %s", cell.label, error)
-        await self._persist(
-            "cells", [row_builders.bare_cell_row(c, self.run_id) for c, _ in failed]
+        builder = ContextBuilder(
+            config, providers, probe_of=dict(probe_of or {}), embedders=Embedders(config, stack)
         )
-        errors = [row_builders.error_row(c, e, self.run_id, self.epoch, 0) for c, e in failed]
-        await self._persist("answers", errors)
-        await self._free([c for c, _ in failed])
-        self.failed += len(failed)
-        self.progress.advance(0, len(failed))
+        with running(Runtime(providers, builder, rate_limits=dict(rate_limits or {}))) as runtime:
+            yield runtime
 
-    async def _persist(self, table: str, rows: list[dict[str, Any]]) -> None:
-        """One file per probe: the folders are parquet/<table>/<probe>/<model>/."""
-        by_probe: dict[str, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_probe.setdefault(row["probe"], []).append(row)
-        for probe, probe_rows in by_probe.items():
-            # quote(): Prefect need not walk thousands of row dicts looking for futures.
-            await persist(str(self.warehouse.root), table, quote(probe_rows), [probe, self.model])
 
-    async def _ask(self, context: Context) -> Reply | BaseException | Unsent:
-        request = request_for(context, self.runtime.config)
-        return await self.asker.ask(self.model, context.cell, request, context.cell.label)
+@dataclass
+class Plan:
+    """The cells of a run: all of its grid part, those that fit their window, those to do."""
 
-    async def _judge(
-        self, context: Context, outcome: Reply | BaseException | Unsent
-    ) -> dict[str, Any] | None:
-        """A judge model's verdict on an answer, for probes configured with a judge."""
-        probe = self.probe_of.get(context.cell.cell_id)
-        judge_name = getattr(probe, "judge", None)
-        if judge_name is None or not isinstance(outcome, Reply):
-            return None
-        from needlescope.judge import judge
+    cells: list[Cell]
+    kept: list[Cell]
+    todo: list[Cell]
+    probe_of: dict[str, ProbeConfig]
+    by_model: dict[str, list[Cell]] = field(default_factory=dict)
 
-        prompt = getattr(probe, "judge_prompt", "judge-v1")
+    @property
+    def window_dropped(self) -> int:
+        return len(self.cells) - len(self.kept)
 
-        async def ask(request: ChatRequest, attempt: int) -> Reply | str:
-            # Each try is a task run of its own (its own cache key): a rerun keeps the verdict.
-            purpose = f"judge:{judge_name}" + (f":try{attempt}" if attempt > 1 else "")
-            label = f"judge {judge_name} · {context.cell.label}"
-            reply = await self.asker.ask(judge_name, context.cell, request, label, purpose)
-            if isinstance(reply, Unsent):
-                return "the budget was spent"
-            return reply if isinstance(reply, Reply) else str(reply)
 
-        return await judge(
-            ask,
-            prompt,
-            context.expected,
-            outcome.text,
-            model=judge_name,
-            rubric=self.runtime.rubric(probe),
-            max_tokens=self.runtime.config.model(judge_name).generation.answer_tokens,
+def plan_run(
+    config: SweepConfig,
+    done: set[str],
+    only_cells: Collection[str] | None,
+    shard: int | None,
+    shards: int,
+) -> Plan:
+    """The run's cells in each model's sending order, ``done`` ones (graded) left out."""
+    probe_of_cell = expand_with_probes(config)
+    cells = select_cells(list(probe_of_cell), only_cells, shard, shards)
+    kept = [c for c in cells if fits_context(c, config.model(c.model))]
+    todo = [c for c in kept if c.cell_id not in done]
+    plan = Plan(cells, kept, todo, {c.cell_id: p for c, p in probe_of_cell.items()})
+    for cell in todo:
+        plan.by_model.setdefault(cell.model, []).append(cell)
+    for model, model_cells in plan.by_model.items():
+        order = "prefix" if uses_prefix_order(config, model) else config.cell_order
+        plan.by_model[model] = order_cells(model_cells, order.replace("auto", "grid"), config.seed)
+    return plan
+
+
+async def run_sweep(
+    config: SweepConfig,
+    *,
+    epoch: str | None = None,
+    warehouse: str | None = None,
+    only_context: bool = False,
+    only_cells: Collection[str] | None = None,
+    shard: int | None = None,
+    shards: int = 1,
+    note: str | None = None,
+    resend: Collection[str] = (),
+) -> State:
+    """``resend``: cells sent again although the epoch has their answer (rerun --validity);
+    the new answer supersedes the old in ``results``, both stay in ``answers``."""
+    logger = get_run_logger()
+    if only_context:
+        check_offline_lengths(config)
+    store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
+    epoch = resolve_epoch(config, store, epoch)
+    run_id = new_run_id()
+    done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
+    plan = plan_run(config, done, only_cells, shard, shards)
+    if plan.window_dropped:
+        logger.warning(
+            "%d cells dropped: longer than their model's context window", plan.window_dropped
         )
-
-    async def _query_and_grade(self, contexts: list[Context]) -> None:
-        asked = await asyncio.gather(*(self._ask(c) for c in contexts))
-        sent = [(c, o) for c, o in zip(contexts, asked, strict=True) if not isinstance(o, Unsent)]
-        self.unsent += len(contexts) - len(sent)
-        await self._free([c.cell for c, o in zip(contexts, asked, strict=True) if o is UNSENT])
-        if self.claims is not None and sent:
-            # A claim that lapsed while this run stalled may have gone to another run, which
-            # answers that cell: this run's answer is not stored (exactly once).
-            held = await asyncio.to_thread(
-                self.claims.held, self.epoch, [c.cell.cell_id for c, _ in sent]
-            )
-            for context, _ in sent:
-                if context.cell.cell_id not in held:
-                    self.logger.warning(
-                        "cell %s: its claim went to another run", context.cell.label
-                    )
-                    self.elsewhere += 1
-            sent = [(c, o) for c, o in sent if c.cell.cell_id in held]
-        if not sent:
-            return
-        contexts = [c for c, _ in sent]
-        outcomes = [o for _, o in sent]
-        pairs = zip(contexts, outcomes, strict=True)
-        verdicts = await asyncio.gather(*(self._judge(c, o) for c, o in pairs))
-        attempts = [ATTEMPTS.get(c.cell.cell_id, 0) for c in contexts]
-        batch = await grade_answers(
-            quote(contexts), quote(outcomes), attempts, verdicts, self.run_id, self.epoch
+    if shard is not None and shards > 1:
+        note = f"shard {shard + 1} of {shards}" + (f"; {note}" if note else "")
+    skipped = len(plan.kept) - len(plan.todo)
+    start = rows.run_row(
+        run_id,
+        epoch,
+        config,
+        "start",
+        flow_run_id=_flow_run_id(),
+        cells_total=len(plan.cells),
+        cells_skipped=skipped,
+        cells_dropped=plan.window_dropped,
+        note=note,
+    )
+    store.append("runs", [start])
+    logger.info(
+        "run %s, epoch %s: %d cells, %d to do, warehouse %s",
+        run_id,
+        epoch,
+        len(plan.cells),
+        len(plan.todo),
+        store.root,
+    )
+    progress = shown_progress() or LogProgress(logger)
+    progress.start(len(plan.todo), skipped)
+    sweeps: list[ModelSweep] = []
+    # Prompts only (--only-context) grade nothing: no claim is needed.
+    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s)
+    heartbeat = asyncio.create_task(renew_claims(claims, logger)) if claims else None
+    try:
+        if plan.by_model:
+            run = _Run(config, store, run_id, epoch, progress, claims)
+            sweeps = await run.models(plan, only_context, resend)
+    except Exception as exc:
+        aborted = f"aborted: {exc}"[:500]
+        store.append(
+            "runs",
+            [rows.run_row(run_id, epoch, config, "end", flow_run_id=_flow_run_id(), note=aborted)],
         )
-        # Analysis rows first: an answer is what marks a cell done, so it is written last.
-        for table, table_rows in batch.tables.items():
-            if table != "answers":
-                await self._persist(table, table_rows)
-        for row, outcome in zip(batch.tables["answers"], outcomes, strict=True):
-            if isinstance(outcome, Reply):
-                row["cost_usd"] = self.asker.spend.cost(self.model, outcome)
-        await self._persist("answers", batch.tables["answers"])
-        rows = batch.tables["answers"]
-        if self.claims is not None:
-            await asyncio.to_thread(
-                self.claims.finish,
+        raise
+    finally:
+        progress.finish()
+        if heartbeat is not None:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        if claims is not None:
+            await asyncio.to_thread(claims.release_all)
+    return _finish(config, store, run_id, epoch, plan, sweeps, only_context, logger)
+
+
+@dataclass
+class _Run:
+    """What every model's sweep of one run shares."""
+
+    config: SweepConfig
+    store: Warehouse
+    run_id: str
+    epoch: str
+    progress: ProgressSink
+    claims: Claims | None
+
+    async def models(
+        self, plan: Plan, only_context: bool, resend: Collection[str]
+    ) -> list[ModelSweep]:
+        """Every model's cells swept side by side, in the tasks' runtime."""
+        config, by_model = self.config, plan.by_model
+        # Building prompts only: no judge, no key, no endpoint is needed.
+        helpers = set() if only_context else helper_models(config, plan.todo, plan.probe_of)
+        helpers -= set(by_model)
+        models = set(by_model) | helpers
+        keys = {} if only_context else await secret_api_keys(config, models)
+        limits = await active_limits(config, models)
+        rates = {m: lim.rate_limits for m, lim in limits.items() if lim.rate_limits}
+        async with open_runtime(
+            config, by_model, helpers, plan.probe_of, keys, offline=only_context, rate_limits=rates
+        ):
+            known = self.store.known_cell_ids()
+            asker = Asker(
+                config,
+                self.store.id,
                 self.epoch,
-                [row["cell_id"] for row in rows if not row.get("error_kind")],
-                [row["cell_id"] for row in rows if row.get("error_kind")],
+                {m: lim.tags for m, lim in limits.items()},
+                resend=(self.run_id, frozenset(resend)) if resend else None,
             )
-        failed = sum(1 for row in rows if row.get("error_kind"))
-        self.failed += failed
-        self.graded += len(rows) - failed
-        tokens = sum(
-            (o.prompt_tokens or 0) + (o.completion_tokens or 0)
-            for o in outcomes
-            if isinstance(o, Reply)
+            sweeps = [
+                ModelSweep(
+                    config,
+                    self.store,
+                    model,
+                    self.run_id,
+                    self.epoch,
+                    self.progress,
+                    known,
+                    asker,
+                    plan.probe_of,
+                    self.claims,
+                ).sorting_batches(uses_prefix_order(config, model))
+                for model in by_model
+            ]
+            await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
+        return sweeps
+
+
+def _finish(
+    config: SweepConfig,
+    store: Warehouse,
+    run_id: str,
+    epoch: str,
+    plan: Plan,
+    sweeps: list[ModelSweep],
+    only_context: bool,
+    logger: Any,
+) -> State:
+    """The run's ``end`` row and summary; drift, compaction and the views file after it."""
+    summary = _summary(run_id, epoch, store, plan, sweeps, only_context)
+    notes = []
+    if unsent := summary["cells_unsent"]:
+        notes.append(f"budget spent: {unsent} cells left unsent")
+    if elsewhere := summary["cells_graded_elsewhere"]:
+        notes.append(f"{elsewhere} cells graded by another run of the epoch meanwhile (skipped)")
+    if "nothing_measured" in summary:
+        notes.append(f"nothing measured: {summary['nothing_measured']}")
+    counts = {
+        k: summary[k]
+        for k in (
+            "cells_total",
+            "cells_skipped",
+            "cells_dropped",
+            "cells_graded",
+            "cells_failed",
+            "cells_unsent",
+            "spent_tokens",
+            "spent_usd",
         )
-        self.progress.advance(len(rows) - failed, failed, tokens)
+    }
+    end = rows.run_row(
+        run_id,
+        epoch,
+        config,
+        "end",
+        flow_run_id=_flow_run_id(),
+        note="; ".join(notes) or None,
+        **counts,
+    )
+    store.append("runs", [end])
+    if unsent:
+        logger.warning("budget spent: %d cells left unsent for a later run", unsent)
+    summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
+    if config.compact:
+        compact_warehouse(store, logger)
+    if not store.refresh_views_file():
+        logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
+    message = json.dumps(summary)
+    if summary["cells_failed"]:
+        return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
+    if "nothing_measured" in summary:
+        return Failed(message=f"nothing measured: {message}", data=summary)
+    return Completed(message=message, data=summary)
 
 
-def _run_row(
-    run_id: str, epoch: str, config: SweepConfig, event: str, **counts: Any
+def _summary(
+    run_id: str,
+    epoch: str,
+    store: Warehouse,
+    plan: Plan,
+    sweeps: list[ModelSweep],
+    only_context: bool,
 ) -> dict[str, Any]:
-    return {
+    dropped = plan.window_dropped + sum(s.dropped for s in sweeps)
+    elsewhere = sum(s.elsewhere for s in sweeps)
+    spend = sweeps[0].asker.spend if sweeps else None
+    summary: dict[str, Any] = {
         "run_id": run_id,
         "epoch": epoch,
-        "event": event,
-        "at": datetime.now(UTC),
-        "config_name": config.name,
-        # Keys live in the environment, never in the config, so the config is safe to store.
-        "config_json": config.model_dump_json(),
-        "needlescope_version": version("needlescope"),
-        "flow_run_id": str(flow_run.id) if flow_run.id else None,
-        **counts,
+        "warehouse": str(store.root),
+        "cells_total": len(plan.cells),
+        "cells_dropped": dropped,
+        "cells_skipped": len(plan.kept) - len(plan.todo) + elsewhere,
+        "cells_graded": sum(s.graded for s in sweeps),
+        "cells_failed": sum(s.failed for s in sweeps),
+        "cells_unsent": sum(s.unsent for s in sweeps),
+        "cells_graded_elsewhere": elsewhere,
+        "spent_tokens": spend.tokens if spend else 0,
+        "spent_usd": round(spend.usd, 6) if spend else 0.0,
+        "only_context": only_context,
     }
+    if plan.cells and dropped == len(plan.cells):
+        reasons = []
+        if plan.window_dropped:
+            reasons.append(f"{plan.window_dropped} longer than their model's context window")
+        reasons += [r for s in sweeps for r in s.drop_reasons][:1]
+        summary["nothing_measured"] = (
+            f"all {len(plan.cells)} cells were dropped ({'; e.g. '.join(reasons)})"
+        )
+    return summary
 
 
 def compact_warehouse(store: Warehouse, logger: Any) -> None:
@@ -376,231 +436,6 @@ def epoch_drift(
     return drift
 
 
-def uses_prefix_order(config: SweepConfig, model: str) -> bool:
-    order = config.cell_order
-    if order == "auto":
-        return config.model(model).provider in CACHES_PREFIXES
-    return order == "prefix"
-
-
-def resolve_epoch(config: SweepConfig, store: Warehouse, explicit: str | None) -> str:
-    """The given epoch; else the one an earlier attempt of this flow run used (a retry from
-    the UI finishes that epoch, even after midnight); else the config's for the scheduled date."""
-    if explicit:
-        return explicit
-    if flow_run.id and (earlier := store.epoch_of_flow_run(str(flow_run.id))):
-        return earlier
-    return default_epoch(config, now=flow_run.scheduled_start_time)
-
-
-def select_cells(
-    cells: list[Cell], only_cells: Collection[str] | None, shard: int | None, shards: int
-) -> list[Cell]:
-    """The cells this flow run is for: a rerun's chosen cells, one shard of a split sweep."""
-    if only_cells is not None:
-        wanted = set(only_cells)
-        cells = [c for c in cells if c.cell_id in wanted]
-    if shard is not None and shards > 1:
-        cells = [c for c in cells if shard_of(c.cell_id, shards) == shard]
-    return cells
-
-
-async def run_sweep(
-    config: SweepConfig,
-    *,
-    epoch: str | None = None,
-    warehouse: str | None = None,
-    only_context: bool = False,
-    only_cells: Collection[str] | None = None,
-    shard: int | None = None,
-    shards: int = 1,
-    note: str | None = None,
-    resend: Collection[str] = (),
-) -> State:
-    """``resend``: cells sent again although the epoch has their answer (rerun --validity);
-    the new answer supersedes the old in ``results``, both stay in ``answers``."""
-    logger = get_run_logger()
-    if only_context:
-        check_offline_lengths(config)
-    store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
-    epoch = resolve_epoch(config, store, epoch)
-    run_id = new_run_id()
-    probe_of_cell = expand_with_probes(config)
-    cells = select_cells(list(probe_of_cell), only_cells, shard, shards)
-    probe_of = {cell.cell_id: probe for cell, probe in probe_of_cell.items()}
-    kept = [c for c in cells if fits_context(c, config.model(c.model))]
-    dropped = len(cells) - len(kept)
-    if dropped:
-        logger.warning("%d cells dropped: longer than their model's context window", dropped)
-    done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
-    todo = [c for c in kept if c.cell_id not in done]
-    skipped = len(kept) - len(todo)
-    if shard is not None and shards > 1:
-        note = f"shard {shard + 1} of {shards}" + (f"; {note}" if note else "")
-    store.append(
-        "runs",
-        [
-            _run_row(
-                run_id,
-                epoch,
-                config,
-                "start",
-                cells_total=len(cells),
-                cells_skipped=skipped,
-                cells_dropped=dropped,
-                note=note,
-            )
-        ],
-    )
-    logger.info(
-        "run %s, epoch %s: %d cells, %d to do, warehouse %s",
-        run_id,
-        epoch,
-        len(cells),
-        len(todo),
-        store.root,
-    )
-    progress = SINK[-1] if SINK else LogProgress(logger)
-    progress.start(len(todo), skipped)
-
-    by_model: dict[str, list[Cell]] = {}
-    for cell in todo:
-        by_model.setdefault(cell.model, []).append(cell)
-    prefix_ordered = {m: uses_prefix_order(config, m) for m in by_model}
-    for model, model_cells in by_model.items():
-        order = "prefix" if prefix_ordered[model] else config.cell_order.replace("auto", "grid")
-        by_model[model] = order_cells(model_cells, order, config.seed)
-    sweeps: list[ModelSweep] = []
-    # Prompts only (--only-context) grade nothing: no claim is needed.
-    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s)
-    heartbeat = asyncio.create_task(renew_claims(claims, logger)) if claims else None
-    try:
-        if by_model:
-            # Building prompts only: no judge, no key, no endpoint is needed.
-            helpers = set() if only_context else helper_models(config, todo, probe_of)
-            helpers -= set(by_model)
-            models = set(by_model) | helpers
-            keys = {} if only_context else await secret_api_keys(config, models)
-            limits = await active_limits(config, models)
-            RATE_LIMITS.update({m: lim.rate_limits for m, lim in limits.items() if lim.rate_limits})
-            async with open_runtime(
-                config, by_model, helpers, probe_of, keys, offline=only_context
-            ) as runtime:
-                known = store.known_cell_ids()
-                asker = Asker(
-                    config,
-                    store.id,
-                    epoch,
-                    {m: lim.tags for m, lim in limits.items()},
-                    resend=(run_id, frozenset(resend)) if resend else None,
-                )
-                sweeps = [
-                    ModelSweep(
-                        runtime,
-                        store,
-                        model,
-                        run_id,
-                        epoch,
-                        progress,
-                        known,
-                        asker,
-                        probe_of,
-                        claims,
-                    ).sorting_batches(prefix_ordered[model])
-                    for model in by_model
-                ]
-                await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
-    except Exception as exc:
-        store.append("runs", [_run_row(run_id, epoch, config, "end", note=f"aborted: {exc}"[:500])])
-        raise
-    finally:
-        progress.finish()
-        RATE_LIMITS.clear()
-        if heartbeat is not None:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-        if claims is not None:
-            await asyncio.to_thread(claims.release_all)
-
-    dropped += sum(s.dropped for s in sweeps)
-    graded = sum(s.graded for s in sweeps)
-    failed = sum(s.failed for s in sweeps)
-    unsent = sum(s.unsent for s in sweeps)
-    elsewhere = sum(s.elsewhere for s in sweeps)
-    skipped += elsewhere
-    if window_dropped := len(cells) - len(kept):
-        reasons = [f"{window_dropped} longer than their model's context window"]
-    else:
-        reasons = []
-    reasons += [r for s in sweeps for r in s.drop_reasons][:1]
-    spend = sweeps[0].asker.spend if sweeps else None
-    spent = {
-        "spent_tokens": spend.tokens if spend else 0,
-        "spent_usd": round(spend.usd, 6) if spend else 0.0,
-    }
-    summary = {
-        "run_id": run_id,
-        "epoch": epoch,
-        "warehouse": str(store.root),
-        "cells_total": len(cells),
-        "cells_dropped": dropped,
-        "cells_skipped": skipped,
-        "cells_graded": graded,
-        "cells_failed": failed,
-        "cells_unsent": unsent,
-        "cells_graded_elsewhere": elsewhere,
-        **spent,
-        "only_context": only_context,
-    }
-    notes = [f"budget spent: {unsent} cells left unsent"] if unsent else []
-    if elsewhere:
-        notes.append(f"{elsewhere} cells graded by another run of the epoch meanwhile (skipped)")
-    nothing_measured = bool(cells) and dropped == len(cells)
-    if nothing_measured:
-        summary["nothing_measured"] = (
-            f"all {len(cells)} cells were dropped ({'; e.g. '.join(reasons)})"
-        )
-        notes.append(f"nothing measured: {summary['nothing_measured']}")
-    store.append(
-        "runs",
-        [
-            _run_row(
-                run_id,
-                epoch,
-                config,
-                "end",
-                cells_total=len(cells),
-                cells_skipped=skipped,
-                cells_dropped=dropped,
-                cells_graded=graded,
-                cells_failed=failed,
-                cells_unsent=unsent,
-                note="; ".join(notes) or None,
-                **spent,
-            )
-        ],
-    )
-    if unsent:
-        logger.warning("budget spent: %d cells left unsent for a later run", unsent)
-    summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
-    if config.compact:
-        compact_warehouse(store, logger)
-    if not store.refresh_views_file():
-        logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
-    message = json.dumps(summary)
-    if failed:
-        return Failed(message=f"{failed} cells failed: {message}", data=summary)
-    if nothing_measured:
-        return Failed(message=f"nothing measured: {message}", data=summary)
-    return Completed(message=message, data=summary)
-
-
-def claim_poll_s(config: SweepConfig) -> float:
-    """How often a run looks again at cells another run holds."""
-    return min(2.0, config.claim_timeout_s / 4)
-
-
 async def renew_claims(claims: Claims, logger: Any) -> None:
     """The lease on every cell this run holds, renewed while the run lives: a request that
     takes minutes keeps its cell; a crashed run's cells lapse after the claim timeout."""
@@ -620,19 +455,25 @@ async def sweep(
     only_context: bool = False,
     shards: int = 1,
     shard: int | None = None,
+    config: SweepConfig | None = None,
 ) -> State:
     """Run a sweep config: every cell of the grid not yet graded in the epoch is queried once.
 
-    With ``shards`` > 1 (and no ``shard``) the run splits the grid into that many flow runs of
-    its own deployment, which the work pool's workers share; ``shard`` runs one part of it.
+    ``config``: the config already loaded from ``config_path`` (the command line loads and
+    checks it before Prefect starts; a deployment's run reads the file). With ``shards`` > 1
+    (and no ``shard``) the run splits the grid into that many flow runs of its own deployment,
+    which the work pool's workers share; ``shard`` runs one part of it.
     """
-    config = load_config(config_path)
+    config = config or load_config(config_path)
     if shards < 1 or (shard is not None and not 0 <= shard < shards):
         raise ConfigError(f"shard {shard} of {shards}: need shards >= 1 and 0 <= shard < shards")
     if shards > 1 and shard is None:
         from needlescope.flows.fanout import fan_out
 
-        return await fan_out(config, config_path, epoch, warehouse, only_context, shards)
+        store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root())
+        # Fixed here, so shards that start after midnight still sweep the same epoch.
+        epoch = resolve_epoch(config, store.ensure(), epoch)
+        return await fan_out(config_path, epoch, store, only_context, shards)
     return await run_sweep(
         config,
         epoch=epoch,

@@ -11,7 +11,8 @@ from prefect.runtime import task_run
 from prefect.states import State
 
 from needlescope.cells import Cell
-from needlescope.flows.runtime import Built, current_runtime
+from needlescope.tasks.contexts import Built
+from needlescope.tasks.runtime import current
 
 
 class CountsFailed(Exception):
@@ -36,7 +37,7 @@ def _retry_counts(task: Any, run: TaskRun, state: State) -> bool:
 async def build_prompts(model: str, cells: list[Cell]) -> Built:
     """With the sweep's retries (``with_options``), a failed count is retried like a failed
     query; cells still failing after the last attempt come back in ``Built.failed``."""
-    built = await current_runtime().build_contexts(model, cells)
+    built = await current().contexts.build_contexts(model, cells)
     context = TaskRunContext.get()
     attempts_left = context is not None and context.task_run.run_count <= context.task.retries
     if attempts_left and any(error.retryable for _, error in built.failed):

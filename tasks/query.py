@@ -1,8 +1,11 @@
-"""One task run per cell: the model query, with Prefect retries and an (epoch, cell) cache key."""
+"""The model query, one task run per cell and purpose (Prefect retries it, and an (epoch, cell)
+cache key keeps a rerun from asking again), and the :class:`Asker` that runs those task runs
+within each model's concurrency, pacing and the sweep's budget."""
 
 from __future__ import annotations
 
-from collections import Counter
+import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from prefect import task
@@ -10,16 +13,14 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.concurrency.asyncio import rate_limit
 from prefect.context import TaskRunContext
 from prefect.states import State
+from prefect.utilities.annotations import quote
 
+from needlescope.cells import Cell
+from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
-from needlescope.providers.base import ChatRequest, Provider, Reply
-
-# Live provider clients of the running flow, by model name (set by flows.runtime).
-ACTIVE_PROVIDERS: dict[str, Provider] = {}
-# Prefect rate limits each model's requests take a slot of (set by the flow; see flows.limits).
-RATE_LIMITS: dict[str, list[str]] = {}
-# Requests sent per cell in this process: retries included, cache hits excluded.
-ATTEMPTS: Counter[str] = Counter()
+from needlescope.probes.base import Context
+from needlescope.providers.base import ChatRequest, Reply
+from needlescope.tasks.runtime import current
 
 
 def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
@@ -57,8 +58,155 @@ async def query_model(
 ) -> Reply:
     """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>".
     ``resend``: the run resending a cell that has an answer (a fresh cache key)."""
-    if names := RATE_LIMITS.get(model):
+    runtime = current()
+    if names := runtime.rate_limits.get(model):
         await rate_limit(names)
     if purpose == "answer":
-        ATTEMPTS[cell_id] += 1
-    return await ACTIVE_PROVIDERS[model].complete(request)
+        runtime.attempts[cell_id] += 1
+    return await runtime.providers[model].complete(request)
+
+
+def request_for(context: Context, config: SweepConfig) -> ChatRequest:
+    """The request a built context is sent with: its messages, the model's generation."""
+    generation = config.model(context.cell.model).generation
+    return generation.request(context.messages, context.max_tokens)
+
+
+@dataclass
+class Answer:
+    """A cell's answer on its way to the warehouse: the context asked, the reply (or why there
+    is none), the requests it took, its cost, and the judge's verdict (tasks/judge.py)."""
+
+    context: Context
+    outcome: Reply | BaseException
+    attempts: int
+    cost_usd: float | None = None
+    verdict: dict[str, Any] | None = None
+
+
+class Unsent:
+    """A request not sent because the sweep's budget was spent: no row, a later run sends it."""
+
+
+UNSENT = Unsent()
+
+
+class Spend:
+    """Tokens and money spent by this run, against the config's budget."""
+
+    def __init__(self, config: SweepConfig) -> None:
+        self.config = config
+        self.tokens = 0
+        self.usd = 0.0
+
+    def exhausted(self) -> bool:
+        budget = self.config.budget
+        if budget is None:
+            return False
+        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
+            budget.usd is not None and self.usd >= budget.usd
+        )
+
+    def cost(self, model: str, reply: Reply) -> float | None:
+        """As the provider bills it: completion tokens include reasoning; cached prompt tokens
+        at the cached rate where the price table gives one."""
+        price = self.config.model(model).price
+        if price is None:
+            return None
+        return price.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
+
+    def add(self, model: str, reply: Reply) -> None:
+        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+        self.usd += self.cost(model, reply) or 0.0
+
+
+class Pacer:
+    """Starts at most one request every ``interval_s`` seconds (the recall seed's ``delay``)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._lock = asyncio.Lock()
+        self._next_at = 0.0
+
+    async def wait(self) -> None:
+        if self.interval_s <= 0:
+            return
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            wait = self._next_at - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._next_at = loop.time() + self.interval_s
+
+
+class Asker:
+    """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        warehouse_id: str,
+        epoch: str,
+        tags: dict[str, list[str]] | None = None,
+        resend: tuple[str, frozenset[str]] | None = None,
+    ) -> None:
+        self.config = config
+        # (run id, cells): cells with an answer this run sends again, under a fresh cache key
+        self.resend = resend
+        self.tags = tags or {}  # only tags that carry a Prefect limit (see flows.limits)
+        self.warehouse_id = warehouse_id
+        self.epoch = epoch
+        self.spend = Spend(config)
+        self._tasks: dict[str, Any] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._pacers: dict[str, Pacer] = {}
+
+    def _task(self, model: str) -> Any:
+        if model not in self._tasks:
+            model_config = self.config.model(model)
+            self._tasks[model] = query_model.with_options(
+                retries=self.config.retry.retries,
+                retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
+                tags=self.tags.get(model, []),
+            )
+            self._limits[model] = asyncio.Semaphore(model_config.concurrency)
+            self._pacers[model] = Pacer(model_config.delay_s)
+        return self._tasks[model]
+
+    async def answer(self, context: Context) -> Answer | Unsent:
+        """The model under test's answer to a built context."""
+        cell = context.cell
+        request = request_for(context, self.config)
+        outcome = await self.ask(cell.model, cell, request, cell.label)
+        if isinstance(outcome, Unsent):
+            return outcome
+        cost = self.spend.cost(cell.model, outcome) if isinstance(outcome, Reply) else None
+        return Answer(context, outcome, current().attempts[cell.cell_id], cost)
+
+    async def ask(
+        self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
+    ) -> Reply | BaseException | Unsent:
+        task = self._task(model)
+        async with self._limits[model]:
+            if self.spend.exhausted():
+                return UNSENT
+            await self._pacers[model].wait()
+            resend = ""
+            if self.resend is not None and cell.cell_id in self.resend[1]:
+                resend = self.resend[0]
+            state: State = await task(
+                model,
+                cell.cell_id,
+                self.epoch,
+                self.warehouse_id,
+                label,
+                quote(request),  # the prompt: nothing in it for Prefect to look into
+                purpose,
+                resend,
+                return_state=True,
+            )
+        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
+        if isinstance(outcome, Reply):
+            self.spend.add(model, outcome)
+            return outcome
+        return outcome if isinstance(outcome, BaseException) else RuntimeError(str(outcome))

@@ -218,18 +218,27 @@ def grade_each(grade: Grader) -> BatchGrader:
         expected: Sequence[Any], facts: Sequence[Mapping[str, Any]], responses: Sequence[str]
     ) -> GradedReplies:
         grades = [grade(e, f, r) for e, f, r in zip(expected, facts, responses, strict=True)]
-        tables: dict[str, dict[str, list[Any]]] = {}
-        for answer, graded in enumerate(grades):
-            rows = {"needle_outcomes": [vars(n) for n in graded.needles], **graded.tables}
-            for table, table_rows in rows.items():
-                for row in table_rows:
-                    columns = tables.setdefault(table, {"answer": []})
-                    columns["answer"].append(answer)
-                    for name, value in row.items():
-                        columns.setdefault(name, []).append(value)
-        return GradedReplies(grades, tables)
+        return GradedReplies(grades, answer_tables(grades))
 
     return grade_batch
+
+
+def answer_tables(grades: Sequence[Grade]) -> dict[str, dict[str, list[Any]]]:
+    """The per-answer tables of graded replies as columns (``GradedReplies.tables``): each
+    grade's needles (``needle_outcomes``) and its own tables, ``answer`` its position."""
+    rows: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for answer, graded in enumerate(grades):
+        found = {"needle_outcomes": [vars(n) for n in graded.needles], **graded.tables}
+        for table, table_rows in found.items():
+            rows.setdefault(table, []).extend((answer, row) for row in table_rows)
+    return {
+        table: {
+            "answer": [answer for answer, _ in found],
+            **{name: [row[name] for _, row in found] for name in found[0][1]},
+        }
+        for table, found in rows.items()
+        if found
+    }
 
 
 def render_again(render: Renderer) -> Rebuilder:

@@ -23,11 +23,11 @@ from needlescope.config import SweepConfig, parse_config
 from needlescope.fillers import filler_from_spec
 from needlescope.grading import grade_recall
 from needlescope.probes import cases, counting_stars, rag, recall
-from needlescope.probes.base import Context, Grade
+from needlescope.probes.base import Context, Grade, answer_tables
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.warehouse.store import Warehouse
-from needlescope.warehouse.store.rows import analysis_rows, cell_row, grade_tables
+from needlescope.warehouse.store.rows import AnswerKey, analysis_rows, cell_row, table_rows
 
 T0 = datetime(2026, 4, 1, 3, 0, tzinfo=UTC)
 EPOCHS = ("drill-2026-04-01", "drill-2026-04-02")
@@ -306,9 +306,9 @@ def build_probe_warehouse(root: Path, seed: int = 5) -> Built:
         replies[(PROBES_EPOCH, cell_id)] = reply
         answer, grade = _probe_answer(context, reply, run_id, at)
         tables["answers"].append(answer)
-        tables["needle_outcomes"] += grade_tables(
-            grade, run_id, PROBES_EPOCH, cell_id, cell.model, cell.probe
-        )["needle_outcomes"]
+        key = AnswerKey(run_id, PROBES_EPOCH, cell_id, cell.model, cell.probe)
+        graded = table_rows(answer_tables([grade]), [key])
+        tables["needle_outcomes"] += graded.get("needle_outcomes", [])
     for name, rows in tables.items():
         store.append(name, rows)
     return Built(store, config, contexts, replies)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.cli import app
+from needlescope.flows.cli import app
 
 CASES_YAML = Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml"
 MISSING_KEY = "NS_BAD_CONFIG_KEY_NEVER_SET"
@@ -488,7 +488,7 @@ def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
 
 PROBE = """
 import json, sys
-from needlescope.cli import app
+from needlescope.flows.cli import app
 
 outcomes = []
 for args in json.loads(sys.argv[1]):
@@ -555,7 +555,7 @@ import io, json, resource, sys, time
 from contextlib import redirect_stderr, redirect_stdout
 limit = 4 << 30  # a regression fails here rather than taking the machine's memory
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from needlescope.cli import app
+from needlescope.flows.cli import app
 
 outcomes = []
 for args in json.loads(sys.argv[1]):

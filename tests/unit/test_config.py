@@ -110,7 +110,7 @@ def test_bad_config_fails_before_prefect_is_imported(write_config) -> None:
     bad = write_config(GOOD.replace("lengths: [100, 200]", "lengths: [-1]"))
     code = (
         "import sys\n"
-        "from needlescope.cli import app\n"
+        "from needlescope.flows.cli import app\n"
         "try:\n"
         f'    app(["run", {str(bad)!r}])\n'
         "except SystemExit as exit:\n"

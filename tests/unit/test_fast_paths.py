@@ -12,7 +12,7 @@ from needlescope.warehouse.store import Warehouse
 
 PROBE = """
 import sys
-from needlescope.cli import app
+from needlescope.flows.cli import app
 try:
     app({args!r})
 except SystemExit as done:

@@ -18,7 +18,7 @@ from needlescope.cells import Cell
 from needlescope.config import GotoProbe, SweepConfig, parse_config
 from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
-from needlescope.grading.cli import grade_one
+from needlescope.grading.by_hand import grade_one
 from needlescope.probes import goto
 
 SEED_INSTRUCTION = (

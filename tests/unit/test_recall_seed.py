@@ -331,9 +331,9 @@ def test_seed_prompt_hash_is_stable() -> None:
 
 
 def test_a_seed_exact_request_carries_only_the_model_and_the_messages() -> None:
-    from needlescope.flows.sweep import request_for
     from needlescope.probes.build import rebuild
     from needlescope.providers.openai import OpenAIProvider
+    from needlescope.tasks.query import request_for
 
     data = seed_config()
     data["models"][0]["generation"] = {"max_tokens": "omit", "temperature": "omit"}  # type: ignore[index]
@@ -352,7 +352,7 @@ def test_only_context_with_an_api_tokenizer_is_one_line_before_anything_starts(
 ) -> None:
     from typer.testing import CliRunner
 
-    from needlescope.cli import app
+    from needlescope.flows.cli import app
 
     config = tmp_path / "c.yaml"
     config.write_text(

@@ -353,7 +353,7 @@ def test_a_missing_paper_corpus_is_named_when_the_config_loads(write_config: Any
 
 
 def test_nominal_lengths_are_estimates_in_the_plan_and_checked_once_built(tmp_path: Path) -> None:
-    from needlescope.flows.runtime import fits_context, local_slot_size
+    from needlescope.windows import fits_context, local_slot_size
 
     (tmp_path / "a.txt").write_text("word " * 20000, encoding="utf-8")
     config = sweep(
@@ -370,14 +370,14 @@ def test_nominal_lengths_are_estimates_in_the_plan_and_checked_once_built(tmp_pa
 
 
 async def test_a_built_paper_prompt_longer_than_the_window_is_dropped(tmp_path: Path) -> None:
-    from needlescope.flows.runtime import SweepRuntime
+    from needlescope.tasks.contexts import ContextBuilder
 
     (tmp_path / "a.txt").write_text("word " * 20000, encoding="utf-8")
     config = sweep(
         {"prompts": ["stars-en-paper"], "lengths": [1000, 12000], "fillers": ["sky"]},
         {"sky": {"kind": "corpus", "path": str(tmp_path), "fit": "paper"}},
     )
-    runtime = SweepRuntime(config)
+    runtime = ContextBuilder(config)
     filler = filler_from_spec(config.filler_spec("sky"))
 
     async def tokens(text: str) -> int:  # about what a tokenizer says of "word word …"

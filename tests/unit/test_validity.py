@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.cli import app
 from needlescope.config import ModelConfig, Price, SweepConfig, parse_config
 from needlescope.errors import ConfigError
+from needlescope.flows.cli import app
 from needlescope.flows.rerun import cells_to_rerun
 from needlescope.plan import plan
 from needlescope.probes.registry import expand_with_probes

@@ -1,15 +1,21 @@
-"""Turn built contexts, replies and grades into warehouse rows (plain dicts matching schema.py)."""
+"""The warehouse's rows, one builder per kind (plain dicts matching schema.py): a run's start
+or end (``run_row``), a cell (``cell_row``), a graded answer (``graded_row``, with the judge's
+keys from ``judge_row``) or a failed one (``error_row``), and the per-answer tables' rows
+(``table_rows``; a legacy import's: ``analysis_rows``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from importlib.metadata import version
+from typing import Any, NamedTuple
 
 from needlescope.cells import Cell
+from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
 from needlescope.grading import RecallGrade, analyze_errors
+from needlescope.judge import disagreement
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables
 from needlescope.providers.base import Reply
@@ -26,21 +32,48 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=list)
 
 
+def run_row(
+    run_id: str,
+    epoch: str,
+    config: SweepConfig,
+    event: str,
+    *,
+    flow_run_id: str | None,
+    **counts: Any,
+) -> dict[str, Any]:
+    """A run's ``start`` or ``end`` (``counts``: cells_total, cells_graded, note, …)."""
+    return {
+        "run_id": run_id,
+        "epoch": epoch,
+        "event": event,
+        "at": datetime.now(UTC),
+        "config_name": config.name,
+        # Keys live in the environment, never in the config, so the config is safe to store.
+        "config_json": config.model_dump_json(),
+        "needlescope_version": version("needlescope"),
+        "flow_run_id": flow_run_id,
+        **counts,
+    }
+
+
 def cell_row(
-    context: Context,
+    built: Context | Cell,
     run_id: str,
     *,
-    haystack_length: int | None,
-    planned_tokens: int | None,
-    keep_prompt: bool,
+    haystack_length: int | None = None,
+    planned_tokens: int | None = None,
+    keep_prompt: bool = False,
     length_basis: str | None = None,
     length: int | None = None,
 ) -> dict[str, Any]:
-    """``length``: the length measured, for a cell whose haystack was taken as it is."""
-    cell = context.cell
-    rendered = context.rendered
-    sent_max_tokens = json.loads(cell.generation).get("max_tokens") != "omit"
-    row = bare_cell_row(cell, run_id)
+    """A built cell's row; a cell whose prompt could not be built (e.g. its tokenizer call
+    failed) has its axes only. ``length``: the length measured, for a cell whose haystack was
+    taken as it is."""
+    if isinstance(built, Cell):
+        return _axes(built, run_id)
+    context, rendered = built, built.rendered
+    sent_max_tokens = json.loads(context.cell.generation).get("max_tokens") != "omit"
+    row = _axes(context.cell, run_id)
     if length is not None:
         row["length"] = length
     return {
@@ -61,74 +94,7 @@ def cell_row(
     }
 
 
-def _answer_base(cell: Cell, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "epoch": epoch,
-        "cell_id": cell.cell_id,
-        "model": cell.model,
-        "probe": cell.probe,
-        "answered_at": datetime.now(UTC),
-        "attempts": attempts,
-    }
-
-
-def graded_row(
-    context: Context,
-    reply: Reply,
-    grade: Grade,
-    run_id: str,
-    epoch: str,
-    attempts: int | None,
-    repaired: bool = False,
-) -> dict[str, Any]:
-    """``repaired``: the reply's text was made storable before grading (text.storable); values
-    read from it (a JSON ``"\\ud800"`` in an answer) are made storable here, and flagged too."""
-    row, fixed = storable_values(_graded_columns(context, reply, grade, run_id, epoch, attempts))
-    row["response_repaired"] = repaired or fixed
-    return row
-
-
-def _graded_columns(
-    context: Context, reply: Reply, grade: Grade, run_id: str, epoch: str, attempts: int | None
-) -> dict[str, Any]:
-    return {
-        **_answer_base(context.cell, run_id, epoch, attempts),
-        "response": reply.text,
-        "response_kept": True,
-        "parse_ok": grade.parse_ok,
-        "parse_error": grade.parse_error,
-        "accuracy": grade.accuracy,
-        **grade.figures,
-        "answered": None if grade.answered is None else _json(grade.answered),
-        "detail": _json(dict(grade.detail)) if grade.detail else None,
-        "prompt_tokens": reply.prompt_tokens,
-        "completion_tokens": reply.completion_tokens,
-        "reasoning_tokens": reply.reasoning_tokens,
-        "cached_tokens": reply.cached_tokens,
-        "validity": validity_of(reply),
-        "finish_reason": reply.finish_reason,
-        "latency_s": reply.latency_s,
-        "model_version": reply.model_version,
-        "truncated": reply.finish_reason in TRUNCATED_REASONS,
-    }
-
-
-def error_row(
-    cell: Cell, error: BaseException, run_id: str, epoch: str, attempts: int | None
-) -> dict[str, Any]:
-    kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
-    message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
-    return {
-        **_answer_base(cell, run_id, epoch, attempts),
-        "response_kept": False,
-        "error_kind": kind,
-        "error": " ".join(message.split())[:500],
-    }
-
-
-def bare_cell_row(cell: Cell, run_id: str) -> dict[str, Any]:
-    """A cell whose prompt could not be built (e.g. its tokenizer call failed): axes only."""
+def _axes(cell: Cell, run_id: str) -> dict[str, Any]:
     return {
         "cell_id": cell.cell_id,
         "context_id": cell.context_id,
@@ -153,26 +119,112 @@ def bare_cell_row(cell: Cell, run_id: str) -> dict[str, Any]:
     }
 
 
-def grade_tables(
-    grade: Grade, run_id: str, epoch: str, cell_id: str, model: str, probe: str
-) -> dict[str, list[dict[str, Any]]]:
-    """Rows of the per-needle analysis tables for one graded answer."""
-    key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}
-    tables: dict[str, list[dict[str, Any]]] = {
-        "needle_outcomes": [
-            {
-                **key,
-                "needle_index": n.needle_index,
-                "expected": n.expected,
-                "in_lcs": n.in_lcs,
-                "outcome": n.outcome,
-            }
-            for n in grade.needles
-        ]
+def _answer_base(cell: Cell, run_id: str, epoch: str, attempts: int | None) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "epoch": epoch,
+        "cell_id": cell.cell_id,
+        "model": cell.model,
+        "probe": cell.probe,
+        "answered_at": datetime.now(UTC),
+        "attempts": attempts,
     }
-    for table, rows in grade.tables.items():
-        tables[table] = [{**key, **row} for row in rows]
-    return tables
+
+
+def graded_row(
+    context: Context,
+    reply: Reply,
+    grade: Grade,
+    run_id: str,
+    epoch: str,
+    attempts: int | None,
+    *,
+    cost: float | None = None,
+    repaired: bool = False,
+    judged: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A graded answer; ``cost``: from the model's price table; ``judged``: the judge's verdict
+    (needlescope.judge), merged into ``detail`` by :func:`judge_row`. ``repaired``: the reply's
+    text was made storable before grading (text.storable); values read from it (a JSON
+    ``"\\ud800"`` in an answer) are made storable here, and flagged too."""
+    detail = dict(grade.detail)
+    if judged is not None:
+        detail |= judge_row(judged, grade.accuracy)
+    row, fixed = storable_values(
+        {
+            **_answer_base(context.cell, run_id, epoch, attempts),
+            "response": reply.text,
+            "response_kept": True,
+            "parse_ok": grade.parse_ok,
+            "parse_error": grade.parse_error,
+            "accuracy": grade.accuracy,
+            **grade.figures,
+            "answered": None if grade.answered is None else _json(grade.answered),
+            "detail": _json(detail) if detail else None,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "reasoning_tokens": reply.reasoning_tokens,
+            "cached_tokens": reply.cached_tokens,
+            "validity": validity_of(reply),
+            "finish_reason": reply.finish_reason,
+            "latency_s": reply.latency_s,
+            "model_version": reply.model_version,
+            "truncated": reply.finish_reason in TRUNCATED_REASONS,
+            "cost_usd": cost,
+        }
+    )
+    row["response_repaired"] = repaired or fixed
+    return row
+
+
+def judge_row(verdict: Mapping[str, Any], keyword_accuracy: float | None) -> dict[str, Any]:
+    """The judge's keys of an answer's ``detail``: its verdict (needlescope.judge's record)
+    and whether it disagrees with the deterministic grade (None when either is missing)."""
+    score = verdict.get("judge_score")
+    disagree = (
+        None if score is None or keyword_accuracy is None else disagreement(keyword_accuracy, score)
+    )
+    return {**verdict, "disagreement": disagree}
+
+
+def error_row(
+    cell: Cell, error: BaseException, run_id: str, epoch: str, attempts: int | None
+) -> dict[str, Any]:
+    """A request that failed after its retries (or a build that failed): kept, with why."""
+    kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
+    message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
+    return {
+        **_answer_base(cell, run_id, epoch, attempts),
+        "response_kept": False,
+        "error_kind": kind,
+        "error": " ".join(message.split())[:500],
+    }
+
+
+class AnswerKey(NamedTuple):
+    """The columns that tie a per-answer table's row to its answer."""
+
+    run_id: str
+    epoch: str
+    cell_id: str
+    model: str
+    probe: str
+
+
+def table_rows(
+    tables: Mapping[str, Mapping[str, Sequence[Any]]], keys: Sequence[AnswerKey]
+) -> dict[str, list[dict[str, Any]]]:
+    """Rows of the per-answer tables (``GradedReplies.tables``: columns whose ``answer``
+    column points into ``keys``), each with its answer's key columns."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for table, columns in tables.items():
+        names = [name for name in columns if name != "answer"]
+        values = zip(*(columns[name] for name in names), strict=True)
+        found[table] = [
+            {**keys[answer]._asdict(), **dict(zip(names, row, strict=True))}
+            for answer, row in zip(columns["answer"], values, strict=True)
+        ]
+    return found
 
 
 def analysis_rows(
@@ -184,7 +236,8 @@ def analysis_rows(
     model: str,
     probe: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Needle outcomes, hallucinations and duplicates of one recall answer (legacy imports)."""
+    """Needle outcomes, hallucinations and duplicates of one recall answer graded on its own
+    (the seed's results, as import-legacy stores them)."""
     if grade.answered is None:
         return [], [], []
     key = {"run_id": run_id, "epoch": epoch, "cell_id": cell_id, "model": model, "probe": probe}

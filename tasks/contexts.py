@@ -1,4 +1,5 @@
-"""The live resources of one sweep: provider clients, local model servers, fillers, measures."""
+"""Building a sweep's contexts: fillers, measures and token counts, each cell's prompt fitted
+and measured, and rag's embedding servers. Used by the build-prompts task (prepare.py)."""
 
 from __future__ import annotations
 
@@ -7,69 +8,24 @@ import contextlib
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from needlescope.cells import Cell
-from needlescope.config import BUILTIN_FILLERS, ModelConfig, SweepConfig
-from needlescope.errors import LengthError, ProviderError
+from needlescope.config import BUILTIN_FILLERS, ProbeConfig, RagProbe, SweepConfig
+from needlescope.errors import ConfigError, LengthError, ProviderError
 from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.haystack import measure_text
-from needlescope.probes.base import BuildTools, Context
-from needlescope.probes.build import budget_overhead
+from needlescope.probes.base import BuildTools, Context, Embed
 from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Message, Provider
-from needlescope.providers.open import open_provider
-from needlescope.tasks.query import ACTIVE_PROVIDERS
+from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
 COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)
-DEFAULT_LOCAL_CONTEXT = 8192  # SmolLM2 was trained to 8192 tokens
-CONTEXT_MARGIN = 16
-
-# The runtime of the sweep running in this process; tasks reach the live clients through it.
-_CURRENT: list[SweepRuntime] = []
-
-
-def current_runtime() -> SweepRuntime:
-    if not _CURRENT:
-        raise RuntimeError("no sweep is running in this process")
-    return _CURRENT[-1]
-
 
 _NO_FILLER = PatternFiller(" ")
-
-
-def context_window(model: ModelConfig) -> int | None:
-    if model.context_window is not None:
-        return model.context_window
-    return DEFAULT_LOCAL_CONTEXT if model.provider == "local" else None
-
-
-def fits_context(cell: Cell, model: ModelConfig) -> bool:
-    """Token-sized cells longer than the model's window (with room for the answer) are dropped.
-    A cell taken as it is, or with a nominal length (the paper's haystack), cannot be told
-    before it is built: its built prompt is checked then (``SweepRuntime._overflow``)."""
-    window = context_window(model)
-    if window is None or cell.length_unit != "tokens" or cell.as_is or cell.nominal:
-        return True
-    budget = probe_module(cell.probe).answer_budget(cell, model.generation.answer_tokens)
-    return cell.length + budget_overhead(cell) + budget + CONTEXT_MARGIN <= window
-
-
-def local_slot_size(cells: list[Cell], model: ModelConfig) -> int:
-    window = context_window(model) or DEFAULT_LOCAL_CONTEXT
-    token_cells = [c for c in cells if c.length_unit == "tokens" and not (c.as_is or c.nominal)]
-    if len(token_cells) != len(cells) or not cells:
-        return window
-    need = max(
-        c.length
-        + budget_overhead(c)
-        + probe_module(c.probe).answer_budget(c, model.generation.answer_tokens)
-        for c in cells
-    )
-    return min(window, -(-(need + CONTEXT_MARGIN) // 256) * 256)
 
 
 @dataclass(frozen=True)
@@ -92,40 +48,19 @@ class Built:
 
 
 @dataclass
-class SweepRuntime:
+class ContextBuilder:
+    """Builds a sweep's contexts: fillers, measures and token counts (remembered, so a retried
+    build asks again only what failed), each cell's prompt fitted and measured."""
+
     config: SweepConfig
     providers: dict[str, Provider] = field(default_factory=dict)
-    probe_of: dict[str, Any] = field(default_factory=dict)  # cell id -> its probe config
+    probe_of: dict[str, ProbeConfig] = field(default_factory=dict)  # cell id -> its probe config
     estimated: set[str] = field(default_factory=set)  # models whose token lengths are estimates
-    stack: contextlib.AsyncExitStack | None = None
+    embedders: Embedders | None = None  # rag's embedding servers, started on first use
     _fillers: dict[str, Filler] = field(default_factory=dict)
-    _rubrics: dict[str, str] = field(default_factory=dict)
     _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
     _counts: OrderedDict[tuple[str, str, str], int | None] = field(default_factory=OrderedDict)
-    _embedders: dict[str | None, Callable[[list[str]], Awaitable[list[list[float]]]]] = field(
-        default_factory=dict
-    )
-    _embedder_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def embedder(self, probe: Any) -> Callable[[list[str]], Awaitable[list[list[float]]]]:
-        """A local llama.cpp embedding server (the probe's embedder GGUF, else SmolLM2), once."""
-        name = getattr(probe, "embedder", None)
-        async with self._embedder_lock:
-            if name not in self._embedders:
-                from needlescope.probes.rag import memoize
-                from needlescope.providers.local import LocalProvider, LocalServer
-
-                assert self.stack is not None
-                path = self.config.model(name).model if name else None
-                # A pooled embedding takes its whole input in one batch: room for two chunks.
-                slot = max(2048, 2 * int(getattr(probe, "chunk_size", 600)) * 2 + 256)
-                server = LocalServer(path, ctx_per_slot=slot, embedding=True)
-                await asyncio.to_thread(self.stack.enter_context, server)
-                provider = LocalProvider(name=f"embedder-{name or 'default'}", server=server)
-                self.stack.push_async_callback(provider.aclose)
-                self._embedders[name] = memoize(provider.embed)
-        return self._embedders[name]
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:
@@ -260,7 +195,7 @@ class SweepRuntime:
             measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
             measure_messages=self.measure_messages(model, cell.length_unit),
             max_tokens=max_tokens,
-            embedder=lambda: self.embedder(self.probe_of[cell.cell_id]),
+            embedder=lambda: self._embedder(cell),
         )
         context = await probe_module(cell.probe).build(cell, filler, kind, tools)
         too_long = await self._overflow(model, context)
@@ -273,6 +208,12 @@ class SweepRuntime:
         )
         return context, measured
 
+    async def _embedder(self, cell: Cell) -> Embed:
+        probe = self.probe_of.get(cell.cell_id)
+        if self.embedders is None or not isinstance(probe, RagProbe):
+            raise ConfigError(f"cell {cell.label} retrieves chunks, and this build has no embedder")
+        return await self.embedders.get(probe)
+
     async def _overflow(self, model: str, context: Context) -> str | None:
         """Why a self-sized prompt (goto's n lines, the paper's haystack for a nominal length)
         cannot fit the model's window, if it can't."""
@@ -284,16 +225,6 @@ class SweepRuntime:
         if tokens is None or tokens + context.max_tokens + CONTEXT_MARGIN <= window:
             return None
         return f"its prompt is {tokens} tokens, more than the {window}-token window allows"
-
-    def rubric(self, probe: Any) -> str:
-        """The judge's rubric: the probe's rubric_file, else the one needlescope ships."""
-        path = getattr(probe, "rubric_file", None)
-        key = str(path)
-        if key not in self._rubrics:
-            from needlescope.judge import load_rubric
-
-            self._rubrics[key] = load_rubric(path)
-        return self._rubrics[key]
 
     async def haystack_length(self, model: str, context: Context) -> int | None:
         unit = context.cell.length_unit
@@ -325,42 +256,29 @@ class SweepRuntime:
         return self._planned[key]
 
 
-@contextlib.asynccontextmanager
-async def open_runtime(
-    config: SweepConfig,
-    cells_by_model: dict[str, list[Cell]],
-    helpers: Collection[str] = (),
-    probe_of: dict[str, Any] | None = None,
-    api_keys: dict[str, str] | None = None,
-    offline: bool = False,
-) -> AsyncIterator[SweepRuntime]:
-    """Provider clients (and local servers) for the models under test and their helpers;
-    ``offline``: prompts are only built, nothing is sent (see ``open_provider``)."""
-    runtime = SweepRuntime(config, probe_of=dict(probe_of or {}))
-    async with contextlib.AsyncExitStack() as stack:
-        runtime.stack = stack
-        for name, cells in cells_by_model.items():
-            model = config.model(name)
-            runtime.providers[name] = await open_provider(
-                stack,
-                model,
-                ctx_per_slot=local_slot_size(cells, model),
-                api_key=(api_keys or {}).get(name),
-                offline=offline,
-            )
-        for name in sorted(helpers):
-            model = config.model(name)
-            runtime.providers[name] = await open_provider(
-                stack,
-                model,
-                ctx_per_slot=local_slot_size([], model),
-                api_key=(api_keys or {}).get(name),
-            )
-        ACTIVE_PROVIDERS.update(runtime.providers)
-        _CURRENT.append(runtime)
-        try:
-            yield runtime
-        finally:
-            _CURRENT.remove(runtime)
-            for name in runtime.providers:
-                ACTIVE_PROVIDERS.pop(name, None)
+class Embedders:
+    """Local llama.cpp embedding servers (a probe's embedder GGUF, else SmolLM2), each started
+    once, on first use, and stopped with ``stack``."""
+
+    def __init__(self, config: SweepConfig, stack: contextlib.AsyncExitStack) -> None:
+        self.config, self.stack = config, stack
+        self._embedders: dict[str | None, Embed] = {}
+        self._lock = asyncio.Lock()
+
+    async def get(self, probe: RagProbe) -> Embed:
+        """The probe's embedder, its server started on first use."""
+        name = probe.embedder
+        async with self._lock:
+            if name not in self._embedders:
+                from needlescope.probes.rag import memoize
+                from needlescope.providers.local import LocalProvider, LocalServer
+
+                path = self.config.model(name).model if name else None
+                # A pooled embedding takes its whole input in one batch: room for two chunks.
+                slot = max(2048, 2 * probe.chunk_size * 2 + 256)
+                server = LocalServer(path, ctx_per_slot=slot, embedding=True)
+                await asyncio.to_thread(self.stack.enter_context, server)
+                provider = LocalProvider(name=f"embedder-{name or 'default'}", server=server)
+                self.stack.push_async_callback(provider.aclose)
+                self._embedders[name] = memoize(provider.embed)
+        return self._embedders[name]

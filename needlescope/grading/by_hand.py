@@ -1,4 +1,5 @@
-"""`needlescope grade PROBE`: one answer graded by hand, as one JSON-ready dict."""
+"""One answer graded by hand (``needlescope grade PROBE``), as one JSON-ready dict. No I/O:
+the command line reads the texts and prints the grade."""
 
 from __future__ import annotations
 
@@ -88,51 +89,3 @@ def grade_one(
                 for row in rows
             ]
     return result
-
-
-JUDGE_CONTEXT = 4096  # a local judge's slot: rubric, question, true answer and the answer
-
-
-async def judge_answer(
-    config_path: str,
-    judge: str,
-    expected: dict[str, Any],
-    answer: str,
-    rubric_file: str | None,
-    judge_prompt: str = "judge-v1",
-) -> dict[str, Any]:
-    """Ask a configured model to judge one cases answer, as the sweep's judge stage does (the
-    same request, the same reading, the same tries)."""
-    import contextlib
-
-    from needlescope.config_file import load_config
-    from needlescope.judge import JUDGE_PROMPTS, load_rubric
-    from needlescope.judge import judge as run_judge
-    from needlescope.providers.base import ChatRequest
-    from needlescope.providers.open import open_provider
-
-    if judge_prompt not in JUDGE_PROMPTS:
-        known = ", ".join(JUDGE_PROMPTS)
-        raise NeedlescopeError(f"--judge-prompt: unknown {judge_prompt!r}; known: {known}")
-    config = load_config(config_path)
-    try:
-        model = config.model(judge)
-    except KeyError:
-        raise NeedlescopeError(f"--judge: no model {judge!r} in {config_path}") from None
-    if not isinstance(expected, dict) or not {"question", "true_answer"} <= set(expected):
-        raise NeedlescopeError("--expected must hold the case's question and true_answer")
-    async with contextlib.AsyncExitStack() as stack:
-        provider = await open_provider(stack, model, ctx_per_slot=JUDGE_CONTEXT)
-
-        async def ask(request: ChatRequest, attempt: int) -> Reply | str:
-            return await provider.complete(request)
-
-        return await run_judge(
-            ask,
-            judge_prompt,
-            expected,
-            answer,
-            model=judge,
-            rubric=load_rubric(rubric_file),
-            max_tokens=model.generation.answer_tokens,
-        )

@@ -1,0 +1,246 @@
+"""One model's share of a sweep, batch by batch: claim its cells, build their prompts, store
+the cells, ask the model (and a judge), grade, store the answers, release the claims.
+
+An answer travels as a :class:`~needlescope.tasks.query.Answer` from the query to the grade
+task, which turns each batch into the warehouse's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.utilities.annotations import quote
+
+from needlescope.cells import Cell
+from needlescope.config import ProbeConfig, SweepConfig
+from needlescope.errors import ProviderError
+from needlescope.flows.progress import ProgressSink
+from needlescope.probes.base import Context
+from needlescope.providers.base import Reply
+from needlescope.tasks.contexts import Built
+from needlescope.tasks.grade import grade_answers
+from needlescope.tasks.judge import judge_answer
+from needlescope.tasks.persist import persist
+from needlescope.tasks.prepare import build_prompts
+from needlescope.tasks.query import UNSENT, Answer, Asker, Unsent
+from needlescope.tasks.runtime import current
+from needlescope.warehouse.store import Warehouse, rows
+from needlescope.warehouse.store.claims import Claims
+
+
+def claim_poll_s(config: SweepConfig) -> float:
+    """How often a run looks again at cells another run holds."""
+    return min(2.0, config.claim_timeout_s / 4)
+
+
+class ModelSweep:
+    """One model's cells of a sweep (see the module docstring); counts what became of them."""
+
+    def __init__(
+        self,
+        config: SweepConfig,
+        warehouse: Warehouse,
+        model: str,
+        run_id: str,
+        epoch: str,
+        progress: ProgressSink,
+        known_cells: set[str],
+        asker: Asker,
+        probe_of: dict[str, ProbeConfig],
+        claims: Claims | None = None,
+    ) -> None:
+        self.config = config
+        self.warehouse = warehouse
+        self.model = model
+        self.run_id = run_id
+        self.epoch = epoch
+        self.progress = progress
+        self.known_cells = known_cells
+        self.asker = asker
+        self.probe_of = probe_of
+        self.claims = claims  # None: prompts only (--only-context), nothing is graded
+        self.graded = self.failed = self.dropped = self.unsent = 0
+        self.elsewhere = 0  # cells another run of the epoch graded while this one ran
+        self.drop_reasons: list[str] = []
+        self.waiting: list[Cell] = []  # cells another live run holds: looked at again later
+        self.logger = get_run_logger()
+        self.sort_by_prompt = False
+        retry = config.retry
+        self.build = build_prompts.with_options(
+            retries=retry.retries, retry_delay_seconds=list(retry.backoff_s) or 0
+        )
+
+    def sorting_batches(self, on: bool) -> ModelSweep:
+        """Send each batch in the order of its prompts' text: neighbours then share the
+        longest prefix, which a prefix-caching server computes once."""
+        self.sort_by_prompt = on
+        return self
+
+    async def run(self, cells: list[Cell], only_context: bool) -> None:
+        """Batches overlap: while one batch waits on the model, the next is built, so the
+        model always has up to its ``concurrency`` requests in flight."""
+        size = self.config.batch_size
+        concurrency = self.config.model(self.model).concurrency
+        # Enough batches that the model's slots stay full while whole batches finish.
+        batches_in_flight = asyncio.Semaphore(-(-concurrency // size) + 2)
+
+        async def one(batch: list[Cell]) -> None:
+            async with batches_in_flight:
+                if not only_context and self.asker.spend.exhausted():
+                    self.unsent += len(batch)
+                    return
+                await self._batch(batch, only_context)
+
+        await asyncio.gather(*(one(cells[i : i + size]) for i in range(0, len(cells), size)))
+        while self.waiting:  # cells other runs held: theirs to finish, unless they give up
+            await asyncio.sleep(claim_poll_s(self.config))
+            waiting, self.waiting = self.waiting, []
+            for start in range(0, len(waiting), size):
+                await one(waiting[start : start + size])
+
+    async def _claim(self, batch: list[Cell]) -> list[Cell]:
+        """The cells of ``batch`` this run claims; others are graded or held elsewhere."""
+        assert self.claims is not None
+        ids = [c.cell_id for c in batch]
+        taken = await asyncio.to_thread(self.claims.take, self.epoch, ids)
+        graded = set(taken.graded)
+        if taken.lapsed:  # a crashed run may have stored the answer before it could say so
+            stored = await asyncio.to_thread(
+                self.warehouse.graded_cell_ids, self.epoch, taken.lapsed
+            )
+            await asyncio.to_thread(self.claims.finish, self.epoch, sorted(stored))
+            graded |= stored
+        busy = set(taken.busy)
+        self.waiting.extend(c for c in batch if c.cell_id in busy)
+        if graded:
+            self.elsewhere += len(graded)
+            self.progress.advance(len(graded), 0)
+        mine = set(taken.mine) - graded
+        return [c for c in batch if c.cell_id in mine]
+
+    async def _free(self, cells: list[Cell]) -> None:
+        if self.claims is not None and cells:
+            ids = [c.cell_id for c in cells]
+            await asyncio.to_thread(self.claims.finish, self.epoch, (), ids)
+
+    async def _batch(self, batch: list[Cell], only_context: bool) -> None:
+        if self.claims is not None:
+            batch = await self._claim(batch)
+            if not batch:
+                return
+        built = await self.build(self.model, batch)
+        current().contexts.forget(self.model, batch)
+        for cell, reason in built.unbuildable:
+            self.logger.warning("cell %s dropped: %s", cell.label, reason)
+            if not self.drop_reasons:  # one example for the summary
+                self.drop_reasons.append(reason)
+        self.dropped += len(built.unbuildable)
+        await self._free([cell for cell, _ in built.unbuildable])
+        if built.failed:
+            await self._record_build_failures(built.failed)
+        contexts = built.contexts
+        if self.sort_by_prompt:
+            contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
+        await self._store_cells(
+            contexts, built, keep_prompt=only_context or self.config.save_prompts
+        )
+        if not only_context:
+            await self._query_and_grade(contexts)
+
+    async def _store_cells(self, contexts: list[Context], built: Built, keep_prompt: bool) -> None:
+        cell_rows = []
+        builder = current().contexts
+        for context in contexts:
+            if context.cell.cell_id in self.known_cells and not keep_prompt:
+                continue
+            measured = built.measured[context.cell.cell_id]
+            cell_rows.append(
+                rows.cell_row(
+                    context,
+                    self.run_id,
+                    haystack_length=measured.haystack_length,
+                    planned_tokens=measured.planned_tokens,
+                    keep_prompt=keep_prompt,
+                    length_basis=builder.length_basis(self.model, context),
+                    length=measured.length,
+                )
+            )
+        if cell_rows:
+            await self._persist("cells", cell_rows)
+            self.known_cells.update(row["cell_id"] for row in cell_rows)
+
+    async def _record_build_failures(self, failed: list[tuple[Cell, ProviderError]]) -> None:
+        """Cells whose prompt could not be built are failed cells: kept, and retried next run."""
+        for cell, error in failed:
+            self.logger.warning("cell %s failed while building its prompt: %s", cell.label, error)
+        await self._persist("cells", [rows.cell_row(c, self.run_id) for c, _ in failed])
+        errors = [rows.error_row(c, e, self.run_id, self.epoch, 0) for c, e in failed]
+        await self._persist("answers", errors)
+        await self._free([c for c, _ in failed])
+        self.failed += len(failed)
+        self.progress.advance(0, len(failed))
+
+    async def _persist(self, table: str, table_rows: list[dict[str, Any]]) -> None:
+        """One file per probe: the folders are parquet/<table>/<probe>/<model>/."""
+        by_probe: dict[str, list[dict[str, Any]]] = {}
+        for row in table_rows:
+            by_probe.setdefault(row["probe"], []).append(row)
+        for probe, probe_rows in by_probe.items():
+            # quote(): Prefect need not walk thousands of row dicts looking for futures.
+            await persist(str(self.warehouse.root), table, quote(probe_rows), [probe, self.model])
+
+    async def _held(self, answers: list[Answer]) -> list[Answer]:
+        """The answers whose cells this run still holds: a claim that lapsed while this run
+        stalled may have gone to another run, which answers that cell (exactly once)."""
+        if self.claims is None or not answers:
+            return answers
+        ids = [a.context.cell.cell_id for a in answers]
+        held = await asyncio.to_thread(self.claims.held, self.epoch, ids)
+        for answer in answers:
+            if answer.context.cell.cell_id not in held:
+                self.logger.warning(
+                    "cell %s: its claim went to another run", answer.context.cell.label
+                )
+                self.elsewhere += 1
+        return [a for a in answers if a.context.cell.cell_id in held]
+
+    async def _judged(self, answer: Answer) -> Answer:
+        probe = self.probe_of.get(answer.context.cell.cell_id)
+        if probe is not None:
+            answer.verdict = await judge_answer(self.asker, answer, probe)
+        return answer
+
+    async def _query_and_grade(self, contexts: list[Context]) -> None:
+        asked = await asyncio.gather(*(self.asker.answer(c) for c in contexts))
+        answers = [a for a in asked if not isinstance(a, Unsent)]
+        self.unsent += len(contexts) - len(answers)
+        await self._free([c.cell for c, a in zip(contexts, asked, strict=True) if a is UNSENT])
+        answers = await self._held(answers)
+        if not answers:
+            return
+        answers = list(await asyncio.gather(*(self._judged(a) for a in answers)))
+        tables = await grade_answers(quote(answers), self.run_id, self.epoch)
+        # Analysis rows first: an answer is what marks a cell done, so it is written last.
+        for table, table_rows in tables.items():
+            if table != "answers":
+                await self._persist(table, table_rows)
+        answer_rows = tables["answers"]
+        await self._persist("answers", answer_rows)
+        if self.claims is not None:
+            await asyncio.to_thread(
+                self.claims.finish,
+                self.epoch,
+                [row["cell_id"] for row in answer_rows if not row.get("error_kind")],
+                [row["cell_id"] for row in answer_rows if row.get("error_kind")],
+            )
+        failed = sum(1 for row in answer_rows if row.get("error_kind"))
+        self.failed += failed
+        self.graded += len(answer_rows) - failed
+        tokens = sum(
+            (a.outcome.prompt_tokens or 0) + (a.outcome.completion_tokens or 0)
+            for a in answers
+            if isinstance(a.outcome, Reply)
+        )
+        self.progress.advance(len(answer_rows) - failed, failed, tokens)

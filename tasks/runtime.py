@@ -1,0 +1,49 @@
+"""What the sweep's tasks reach of the running sweep: one ContextVar, set by the flow.
+
+The flow opens the provider clients, makes a :class:`Runtime` and runs its tasks inside
+``running(runtime)``; a task finds it with :func:`current`. Tasks run in the flow's event loop,
+so they see the flow's context; nothing outlives the run (each run counts its own attempts).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from needlescope.providers.base import Provider
+from needlescope.tasks.contexts import ContextBuilder
+
+
+@dataclass
+class Runtime:
+    """The running sweep's live resources, by model name."""
+
+    providers: dict[str, Provider]
+    contexts: ContextBuilder  # fillers, measures and the contexts built (prepare.py)
+    # Prefect rate limits each model's requests take a slot of (flows/limits.py).
+    rate_limits: dict[str, list[str]] = field(default_factory=dict)
+    # Requests sent per cell in this run: retries included, cache hits excluded.
+    attempts: Counter[str] = field(default_factory=Counter)
+
+
+_RUNTIME: ContextVar[Runtime] = ContextVar("needlescope_runtime")
+
+
+def current() -> Runtime:
+    try:
+        return _RUNTIME.get()
+    except LookupError:
+        raise RuntimeError("no sweep is running in this context") from None
+
+
+@contextmanager
+def running(runtime: Runtime) -> Iterator[Runtime]:
+    """``runtime`` is the tasks' for the block (and every task it starts)."""
+    token = _RUNTIME.set(runtime)
+    try:
+        yield runtime
+    finally:
+        _RUNTIME.reset(token)

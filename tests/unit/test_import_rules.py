@@ -1,0 +1,180 @@
+"""The layers' import rules, read from the source (every import statement counts: at the top,
+inside functions and under ``TYPE_CHECKING``; so does a string naming one of our modules, as
+``importlib.import_module`` registries hold them).
+
+- ``needlescope/`` (the pure core) never imports prefect, ``flows``, ``tasks`` or ``warehouse``;
+- ``tasks/`` never imports ``flows/``; ``warehouse/`` never imports prefect, ``flows`` or ``tasks``;
+- ``warehouse/store`` never imports ``warehouse/stats``, ``charts`` or ``report``;
+- no import cycle runs through modules of different packages.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Folder -> the package it is installed as (pyproject.toml's package-dir).
+FOLDERS = {
+    "needlescope": "needlescope",
+    "flows": "needlescope.flows",
+    "tasks": "needlescope.tasks",
+    "warehouse": "needlescope.warehouse",
+}
+CORE_EXCLUDED = ("needlescope.flows", "needlescope.tasks", "needlescope.warehouse")
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def package_of(module: str) -> str:
+    """A package is its own package; a module belongs to the package that holds it."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    return module.rpartition(".")[0]
+
+
+def _known(name: str) -> str | None:
+    """``name`` or the nearest enclosing module of ours; None for a third-party name."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported(module: str, tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """(imported name, line) for every import in the tree, relative ones resolved."""
+    package = package_of(module)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            yield base, node.lineno
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+        elif isinstance(node, ast.Constant) and node.value in MODULES:
+            yield node.value, node.lineno
+
+
+def _edges() -> dict[str, dict[str, int]]:
+    """module -> {module or third-party top-level name it imports: the first line}"""
+    edges: dict[str, dict[str, int]] = {}
+    for module, path in MODULES.items():
+        targets: dict[str, int] = {}
+        for name, line in _imported(module, ast.parse(path.read_text(encoding="utf-8"))):
+            target = _known(name) if name.startswith("needlescope") else name.split(".")[0]
+            if target and target != module:
+                targets.setdefault(target, line)
+        edges[module] = targets
+    return edges
+
+
+EDGES = _edges()
+
+
+def _violations(sources: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    def within(name: str, prefixes: tuple[str, ...]) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+    found = []
+    for module, targets in EDGES.items():
+        if not within(module, sources):
+            continue
+        if sources == ("needlescope",) and within(module, CORE_EXCLUDED):
+            continue
+        for target, line in targets.items():
+            if within(target, forbidden):
+                found.append(f"{MODULES[module].relative_to(ROOT)}:{line} imports {target}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("sources", "forbidden"),
+    [
+        (("needlescope",), ("prefect", *CORE_EXCLUDED)),
+        (("needlescope.tasks",), ("needlescope.flows",)),
+        (("needlescope.warehouse",), ("prefect", "needlescope.flows", "needlescope.tasks")),
+        (
+            ("needlescope.warehouse.store",),
+            (
+                "needlescope.warehouse.stats",
+                "needlescope.warehouse.charts",
+                "needlescope.warehouse.report",
+            ),
+        ),
+    ],
+    ids=["core", "tasks", "warehouse", "store"],
+)
+def test_layers_import_only_downwards(sources: tuple[str, ...], forbidden: tuple[str, ...]) -> None:
+    assert _violations(sources, forbidden) == []
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    graph = {m: [t for t in targets if t in MODULES] for m, targets in EDGES.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_no_import_cycle_between_packages() -> None:
+    crossing = [c for c in _cycles() if len({package_of(m) for m in c}) > 1]
+    assert crossing == []
+
+
+def test_the_rules_see_imports_inside_functions_and_under_type_checking() -> None:
+    # config_models.py imports its providers' types under TYPE_CHECKING, config_probes.py the
+    # prompt names inside its validators, the registry its probes by name: all reach the graph.
+    assert "needlescope.providers.base" in EDGES["needlescope.config_models"]
+    assert "needlescope.probes.templates" in EDGES["needlescope.config_probes"]
+    assert "needlescope.probes.rag" in EDGES["needlescope.probes.registry"]
+    assert "needlescope.flows.cli" in MODULES
