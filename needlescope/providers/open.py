@@ -22,52 +22,48 @@ async def open_provider(
     api_key: str | None = None,
     offline: bool = False,
 ) -> Provider:
-    """A local model gets its llama.cpp server (slots of ``ctx_per_slot`` tokens) started;
-    a remote one is checked reachable first. ``api_key`` (e.g. from a Prefect Secret block)
-    wins over the model's ``api_key_env``. ``offline``: nothing will be sent (prompts are only
-    built), so the endpoint is not checked and a key need not be set."""
-    if model.provider == "local":
-        from needlescope.providers.local import LocalProvider, LocalServer
-
-        server = LocalServer(
-            model.model,
-            ctx_per_slot=ctx_per_slot,
-            parallel=model.concurrency,
-            n_threads=model.threads,
-        )
-        await asyncio.to_thread(stack.enter_context, server)
-        provider: Any = LocalProvider(
-            name=model.name,
-            server=server,
-            timeout_s=model.timeout_s,
-            reasoning=model.thinks,
-            reasoning_budget=model.reasoning_budget,
-        )
-    else:
+    """The model's provider client, made by the registry and closed by ``stack``. A local
+    model's client starts its llama.cpp server (slots of ``ctx_per_slot`` tokens; stopped when
+    the client closes); a remote one is checked reachable first. ``api_key`` (e.g. from a
+    Prefect Secret block) wins over the model's ``api_key_env``. ``offline``: nothing will be
+    sent (prompts are only built), so the endpoint is not checked and a key need not be set."""
+    if model.provider != "local":
         if not offline:
             await check_reachable(model)
         elif api_key is None and model.api_key_env and not os.environ.get(model.api_key_env):
             api_key = ""
-        reasoning: dict[str, Any] = {
-            "reasoning": model.thinks,
-            "reasoning_budget": model.reasoning_budget,
-        }
-        if model.provider == "openai":
-            reasoning["reasoning_params"] = model.sends_reasoning_params
-        provider = create_provider(
-            model.provider,
-            name=model.name,
-            base_url=model.endpoint(),
-            model=str(model.model),
-            api_key=api_key if api_key is not None else resolve_api_key(model),
-            headers=dict(model.headers),
-            timeout_s=model.timeout_s,
-            max_retry_after_s=model.max_retry_after_s,
-            max_connections=model.concurrency,
-            **reasoning,
-        )
+    settings = _settings(model, ctx_per_slot=ctx_per_slot, api_key=api_key)
+    # Starting a local server takes seconds: off the event loop.
+    provider = await asyncio.to_thread(create_provider, model.provider, **settings)
     stack.push_async_callback(provider.aclose)
     return provider
+
+
+def _settings(model: ModelConfig, *, ctx_per_slot: int, api_key: str | None) -> dict[str, Any]:
+    """What the registry's factory of the model's kind takes."""
+    settings: dict[str, Any] = {
+        "name": model.name,
+        "timeout_s": model.timeout_s,
+        "reasoning": model.thinks,
+        "reasoning_budget": model.reasoning_budget,
+    }
+    if model.provider == "local":
+        return settings | {
+            "model_path": model.model,
+            "ctx_per_slot": ctx_per_slot,
+            "parallel": model.concurrency,
+            "n_threads": model.threads,
+        }
+    if model.provider == "openai":
+        settings["reasoning_params"] = model.sends_reasoning_params
+    return settings | {
+        "base_url": model.endpoint(),
+        "model": str(model.model),
+        "api_key": api_key if api_key is not None else resolve_api_key(model),
+        "headers": dict(model.headers),
+        "max_retry_after_s": model.max_retry_after_s,
+        "max_connections": model.concurrency,
+    }
 
 
 # Providers whose token counts come from their API (a request each): Anthropic's count_tokens,
