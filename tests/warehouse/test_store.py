@@ -236,7 +236,7 @@ def test_a_schema_2_warehouse_reads_response_repaired_as_null(tmp_path: Path) ->
     from needlescope.warehouse.store.schema import MIGRATIONS, SCHEMA_VERSION
 
     assert [v for v, _, _ in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
-    assert MIGRATIONS[-1][1] == "response-repaired"
+    assert MIGRATIONS[3][1] == "response-repaired"
     store = Warehouse(tmp_path).ensure()
     schema_2 = TABLES["answers"].remove(TABLES["answers"].get_field_index("response_repaired"))
     empty = store.parquet / "answers" / "_empty.parquet"

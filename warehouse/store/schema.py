@@ -25,6 +25,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "answers.response_repaired: the reply held text UTF-8 cannot store (lone surrogates),"
         " replaced by U+FFFD",
     ),
+    (
+        5,
+        "cases-depth",
+        "cells.depth: a needle case's depth percent, a column of its own (its region is the"
+        " cell's own again; the cells view reads older rows' depth from their facts)",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -90,6 +96,7 @@ CELLS = pa.schema(
         ("prompt_text", pa.string()),  # only with save_prompts / --only-context
         ("facts", pa.string()),  # JSON object: probe-specific facts about the context
         ("length_basis", pa.string()),  # tokenizer | chars | bytes | cl100k_base | estimated: …
+        ("depth", pa.float64()),  # a needle case's depth percent (cases, rag); NULL for others
     ]
 )
 

@@ -21,8 +21,19 @@ FROM raw_runs s LEFT JOIN raw_runs e ON e.run_id = s.run_id AND e.event = 'end'
 WHERE s.event = 'start';
 
 -- A cell is written once per run that built it; all copies are identical but for run_id.
+-- Schema 5 (cases-depth) keeps a needle case's depth in a column of its own. A row written
+-- before it has none there: its depth is in its facts (and was written as its region,
+-- "depth 50%", in place of the cell's own region, which is 'whole' for every needle case).
 CREATE OR REPLACE VIEW cells AS
-SELECT * EXCLUDE (schema_version)
+SELECT * EXCLUDE (schema_version) REPLACE (
+    CASE WHEN depth IS NULL AND starts_with(region, 'depth ') THEN 'whole' ELSE region END
+        AS region,
+    coalesce(
+        depth,
+        TRY_CAST(json_extract_string(facts, '$.depth') AS DOUBLE),
+        TRY_CAST(regexp_extract(region, '^depth (.+)%$', 1) AS DOUBLE)
+    ) AS depth
+)
 FROM {table:cells}
 QUALIFY row_number() OVER (
     PARTITION BY cell_id ORDER BY (prompt_sha256 IS NULL), created_at, run_id
@@ -46,7 +57,10 @@ WITH picked AS (
     ) = 1
 )
 SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c.placement,
-       c.region, c.prompt_version, c.seed, c.length, c.length_unit, c.haystack_length,
+       -- a needle case's depth is a grid axis: the statistics group by it as "depth 50%"
+       CASE WHEN c.depth IS NULL THEN c.region
+            ELSE 'depth ' || format('{:g}', c.depth) || '%' END AS region,
+       c.depth, c.prompt_version, c.seed, c.length, c.length_unit, c.haystack_length,
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,
        a.response_kept, a.parse_ok, a.parse_error,

@@ -1,8 +1,8 @@
 -- Needle cases (probes `cases`, mode llm, and `rag`): built on the shared views of views.sql.
--- The case is in cells.probe_params, the depth and (RAG) the retrieval record in cells.facts,
--- the keyword recall per needle and the judge's verdict in answers.detail (JSON text). Rules
--- (needlescope/judge.py): keyword recall calls an answer correct at accuracy >= 50, the judge
--- at score >= 7; they disagree when exactly one of them does.
+-- The case is in cells.probe_params, the depth in cells.depth, the retrieval record (RAG) in
+-- cells.facts, the keyword recall per needle and the judge's verdict in answers.detail (JSON
+-- text). Rules (needlescope/judge.py): keyword recall calls an answer correct at accuracy >= 50,
+-- the judge at score >= 7; they disagree when exactly one of them does.
 
 -- One row per (epoch, cell) of a cases or rag result: the case, where its first needle sits,
 -- and both grades. pair_id is the context id of the LLM cell a RAG cell was built from (an
@@ -17,7 +17,7 @@ WITH scored AS (
            json_extract_string(c.probe_params, '$.case') AS "case",
            json_extract_string(c.probe_params, '$.case_sha256') AS case_sha256,
            r.filler, r.prompt_version, r.length, r.length_unit,
-           TRY_CAST(json_extract_string(c.facts, '$.depth') AS DOUBLE) AS depth,
+           c.depth,
            r.needle_count, r."repeat", r.response, r.parse_ok,
            r.accuracy AS keyword_accuracy,
            r.correct AS needles_recalled,

@@ -11,14 +11,12 @@ from needlescope.cells import Cell, filler_identity
 from needlescope.config import FillerSpec, SweepConfig
 from needlescope.fillers import PAPER_KIND, Filler, filler_from_spec
 from needlescope.hashing import canonical_json
-from needlescope.probes import cases as cases_probe
 from needlescope.probes.base import MissingFacts, Probe, prompt_sha256
 from needlescope.probes.registry import probe_module
 
 CONTEXT_CHARS = 120  # of haystack on each side of a needle
 MAX_NEEDLE_CONTEXTS = 100  # needles with their context, per answer
 NEEDLE_REACH = 400  # characters after a needle's offset its value may sit at (a star sentence)
-_DEPTH = re.compile(r"depth (.+)%")
 CELL_FIELDS = (
     "model",
     "model_identity",
@@ -51,17 +49,6 @@ def facts_of(row: Mapping[str, Any]) -> dict[str, Any]:
     return facts if isinstance(facts, dict) else {}
 
 
-def _depth(region: str, row: Mapping[str, Any]) -> float | None:
-    """A cell's depth: from its facts (full precision) or its region ("depth 33.333%")."""
-    match = _DEPTH.fullmatch(region)
-    if not match:
-        return None
-    stored = facts_of(row).get("depth")
-    if isinstance(stored, int | float) and not isinstance(stored, bool):
-        return float(stored)
-    return float(match.group(1))
-
-
 def cell_of(row: Mapping[str, Any]) -> tuple[Cell, Probe]:
     """The :class:`Cell` a ``cells`` row was built from, checked against its ``cell_id``."""
     try:
@@ -71,11 +58,7 @@ def cell_of(row: Mapping[str, Any]) -> tuple[Cell, Probe]:
     missing = [name for name in CELL_FIELDS if row.get(name) is None]
     if missing:
         raise ContextUnavailable(f"the cell row has no {', '.join(missing)}")
-    region = str(row["region"])
-    depth = _depth(region, row)
-    if depth is not None:  # cells with a depth store it as their region (rows.bare_cell_row)
-        # those are needle cases (cases, rag), whose cells all have the cases probe's region
-        region = str(getattr(module, "REGION", cases_probe.REGION))
+    depth = row.get("depth")  # a needle case's (the cells view reads older rows' too)
     cell = Cell(
         model=str(row["model"]),
         model_identity=str(row["model_identity"]),
@@ -85,14 +68,14 @@ def cell_of(row: Mapping[str, Any]) -> tuple[Cell, Probe]:
         filler=str(row["filler"]),
         filler_spec=str(row["filler_spec"]),
         placement=str(row["placement"]),
-        region=region,
+        region=str(row["region"]),
         prompt_version=str(row["prompt_version"]),
         length=int(row["length"]),
         length_unit=str(row["length_unit"]),
         needle_count=int(row["needle_count"]),
         repeat=int(row["repeat"]),
         seed=int(row["seed"]),
-        depth=depth,
+        depth=None if depth is None else float(depth),
     )
     if cell.cell_id != row.get("cell_id"):
         raise ContextUnavailable("the cell's fields do not hash to its id")

@@ -156,7 +156,7 @@ def read_details(con: duckdb.DuckDBPyConnection, picked: str, chars: int) -> Det
     cells = frame_or_empty(
         con,
         f"""
-        SELECT {columns}, c.filler_chars, c.prompt_length, c.prompt_sha256, c.expected,
+        SELECT {columns}, c.depth, c.filler_chars, c.prompt_length, c.prompt_sha256, c.expected,
                c.facts, c.prompt_text IS NOT NULL AS has_prompt
         FROM cells c WHERE c.cell_id IN (SELECT cell_id FROM {picked})
         """,

@@ -34,7 +34,7 @@ CELL_AXIS_SQL: dict[str, str] = {
     "reasoning": "coalesce(CAST(json_extract(c.probe_params, '$.reasoning') AS BOOLEAN), false)",
     "case": "json_extract_string(c.probe_params, '$.case')",
     "rag_mode": "json_extract_string(c.probe_params, '$.mode')",
-    "depth": "TRY_CAST(json_extract_string(c.facts, '$.depth') AS DOUBLE)",
+    "depth": "c.depth",
 }
 # Every config column a heatmap may be drawn from: of the answer's `results` row (s), or of
 # its cell row.
