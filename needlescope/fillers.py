@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-from collections.abc import Callable
 from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from needlescope.config import FillerSpec
 
 Language = Literal["en", "zh"]
-FILLER_KINDS = ("pattern", "noise", "prose", "corpus")
 PAPER_KIND = "corpus-paper"  # a corpus built as the Counting-Stars repository builds it
 
 # Bumped whenever a generator's output changes, so cell ids built from describe() change too.
@@ -299,24 +297,6 @@ def as_is_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     return sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
-
-
-def make_filler(kind: str, **params: Any) -> Filler:
-    """A filler by kind: pattern (pattern), noise (seed), prose (language, seed), corpus (path)."""
-    if kind == "corpus" and "path" in params:
-        params["directory"] = params.pop("path")
-    factories: dict[str, Callable[..., Filler]] = {
-        "pattern": PatternFiller,
-        "noise": NoiseFiller,
-        "prose": SyntheticProseFiller,
-        "corpus": CorpusFiller,
-    }
-    if kind not in factories:
-        raise ValueError(f"unknown filler kind {kind!r}; known: {', '.join(FILLER_KINDS)}")
-    try:
-        return factories[kind](**params)
-    except TypeError as exc:
-        raise ValueError(f"filler {kind!r}: {exc}") from None
 
 
 def filler_from_spec(spec: FillerSpec) -> Filler:

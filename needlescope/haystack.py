@@ -461,18 +461,3 @@ async def fit_to_length(
         text = build(n)
         search.record(n, text, await measure(text))
     return search.result()
-
-
-def fit_to_length_sync(
-    build: Callable[[int], str],
-    measure: Callable[[str], int],
-    target: int,
-    *,
-    hint_ratio: float | None = None,
-) -> Fit:
-    """``fit_to_length`` for a measure that needs no I/O, such as ``measure_text``."""
-    search = _Search(target, hint_ratio)
-    while (n := search.next_n()) is not None:
-        text = build(n)
-        search.record(n, text, measure(text))
-    return search.result()

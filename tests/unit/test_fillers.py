@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from needlescope.config import FillerSpec
 from needlescope.fillers import (
     CorpusFiller,
     Filler,
     NoiseFiller,
     PatternFiller,
     SyntheticProseFiller,
-    make_filler,
+    filler_from_spec,
 )
 
 SHARED_CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
@@ -285,15 +286,15 @@ def test_shared_corpus_keeps_digits_unscrubbed() -> None:
 # --- factory ----------------------------------------------------------------------------------
 
 
-def test_make_filler_builds_every_kind(corpus_dir: Path) -> None:
+def test_filler_from_spec_builds_every_kind(corpus_dir: Path) -> None:
     fillers = [
-        make_filler("pattern"),
-        make_filler("pattern", pattern="x-"),
-        make_filler("noise", seed=3),
-        make_filler("prose", language="zh", seed=1),
-        make_filler("prose"),
-        make_filler("corpus", path=corpus_dir),
-        make_filler("corpus", path=str(corpus_dir), scrub_digits=False),
+        filler_from_spec(FillerSpec(kind="pattern")),
+        filler_from_spec(FillerSpec(kind="pattern", pattern="x-")),
+        filler_from_spec(FillerSpec(kind="noise", seed=3)),
+        filler_from_spec(FillerSpec(kind="prose", language="zh", seed=1)),
+        filler_from_spec(FillerSpec(kind="prose")),
+        filler_from_spec(FillerSpec(kind="corpus", path=corpus_dir)),
+        filler_from_spec(FillerSpec(kind="corpus", path=corpus_dir, scrub_digits=False)),
     ]
     for filler in fillers:
         assert isinstance(filler, Filler)
@@ -301,11 +302,4 @@ def test_make_filler_builds_every_kind(corpus_dir: Path) -> None:
         json.dumps(filler.describe())
     assert fillers[1].text(4) == "x-x-"
     assert [f.name for f in fillers[:5]] == ["pattern", "pattern", "noise", "prose-zh", "prose-en"]
-    assert make_filler("noise", seed=3).text(999) == NoiseFiller(3).text(999)
-
-
-def test_make_filler_errors() -> None:
-    with pytest.raises(ValueError, match="unknown filler kind 'lorem'"):
-        make_filler("lorem")
-    with pytest.raises(ValueError, match="noise"):
-        make_filler("noise", language="en")
+    assert filler_from_spec(FillerSpec(kind="noise", seed=3)).text(999) == NoiseFiller(3).text(999)

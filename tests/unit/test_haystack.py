@@ -16,7 +16,6 @@ from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
 from needlescope.haystack import (
     Fit,
     fit_to_length,
-    fit_to_length_sync,
     insert_needles,
     measure_text,
     parse_regions,
@@ -500,9 +499,3 @@ async def test_fit_rejects_a_measure_that_never_grows() -> None:
 
     with pytest.raises(ValueError, match="does not grow"):
         await fit_to_length(lambda n: "x" * n, constant, 100)
-
-
-def test_fit_sync_matches_async() -> None:
-    build = builder(PROSE_ZH, "Head\n")
-    sync = fit_to_length_sync(build, lambda t: measure_text(t, "bytes"), 50_000)
-    assert sync == asyncio.run(fit_to_length(build, utf8_bytes, 50_000))

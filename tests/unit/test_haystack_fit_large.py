@@ -23,7 +23,7 @@ from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
 from needlescope.haystack import (
     _SENTENCE_END,
     SplitMeasure,
-    fit_to_length_sync,
+    fit_to_length,
     last_sentence_end,
 )
 from needlescope.probes.build import build_context
@@ -110,7 +110,12 @@ def test_large_chinese_fit_is_exact() -> None:
     def build_text(n: int) -> str:
         return "请找出文中的数字。\n" + PROSE_ZH.text(n) + "\n回答："
 
-    fit = fit_to_length_sync(build_text, SplitMeasure(toy_many), TARGET)
+    split = SplitMeasure(toy_many)
+
+    async def measure(text: str) -> int:
+        return split(text)
+
+    fit = asyncio.run(fit_to_length(build_text, measure, TARGET))
     assert fit.measured == toy_count(fit.text) == TARGET
     assert toy_count(build_text(fit.n_filler_chars + 1)) > TARGET
 
