@@ -36,9 +36,12 @@ test: setup browser
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not e2e"
 
+# ruff, mypy, and two tests of the layout: the layers import only downwards and without cycles
+# (tests/unit/test_import_rules.py), long modules and functions say why (test_sizes.py).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy needlescope flows tasks warehouse
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_import_rules.py tests/unit/test_sizes.py
 
 bench: setup
 	$(BIN)/python -m pip install -q -e ".[bench]"

@@ -41,7 +41,7 @@ from typing import Any
 
 from needlescope.config import parse_config
 from needlescope.fillers import SyntheticProseFiller
-from needlescope.haystack import SplitMeasure
+from needlescope.fitting import SplitMeasure
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import probe_module
 

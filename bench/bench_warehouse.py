@@ -549,7 +549,8 @@ print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1
 REPORT_CHILD = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from needlescope.warehouse.report import page as report
+from needlescope.warehouse.charts import vega
+from needlescope.warehouse.report import data, page as report
 from needlescope.warehouse.stats import tables
 phases = {}
 def timed(module, name, label):
@@ -564,8 +565,8 @@ def timed(module, name, label):
             phases[label] = phases.get(label, 0.0) + time.perf_counter() - start
     setattr(module, name, wrapper)
 timed(report, "_connect", "views")
-timed(report, "_snapshot", "snapshot of results")
-timed(report, "_load", "statistics queries")
+timed(data, "snapshot", "snapshot of results")
+timed(data, "load", "statistics queries")
 try:
     from needlescope.warehouse.report import extras as report_extras
 except ImportError:
@@ -577,7 +578,7 @@ elif report_extras is not None:
     timed(report_extras, "collect", "report_extras.collect")
 timed(report, "probe_figures", "probe charts data")
 timed(tables, "write_excel", "stats.xlsx")
-timed(report, "chart_spec", "chart specs")
+timed(vega, "chart_spec", "chart specs")
 timed(report, "_page", "page")
 if __name__ == "__main__":
     start = time.perf_counter()

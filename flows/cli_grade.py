@@ -1,6 +1,7 @@
 """``needlescope grade``: one answer graded by hand (needlescope.grading.by_hand), and judged
 by a configured model the way the sweep's judge stage asks (needlescope.judge). A fast path:
-Prefect is never imported."""
+Prefect is never imported. ``grade`` runs past 60 lines by its options alone: typer reads
+them from the signature."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The commands that look and serve rather than sweep: ``plan``, ``sql``, ``report``,
 ``compact`` and ``import-legacy`` (fast paths: they never import Prefect), and ``serve``,
-``server`` and ``deploy`` (Prefect only inside them)."""
+``server`` and ``deploy`` (Prefect only inside them). ``plan`` runs past 60 lines by its
+options and its table's columns."""
 
 from __future__ import annotations
 

@@ -4,10 +4,11 @@ milestones."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Protocol
+
+from needlescope.tasks.runtime import scoped
 
 
 class ProgressSink(Protocol):
@@ -54,11 +55,6 @@ def shown_progress() -> ProgressSink | None:
     return _SHOWN.get()
 
 
-@contextmanager
-def showing(sink: ProgressSink) -> Iterator[ProgressSink]:
+def showing(sink: ProgressSink) -> AbstractContextManager[ProgressSink | None]:
     """``sink`` shows the progress of the sweeps run inside the block."""
-    token = _SHOWN.set(sink)
-    try:
-        yield sink
-    finally:
-        _SHOWN.reset(token)
+    return scoped(_SHOWN, sink)

@@ -1,4 +1,6 @@
 """The LLM judge of the cases probes: a 1–10 score of an answer against the true answer.
+One module past 400 lines on purpose: the one request builder, the one verdict reader and the
+one exchange of both judge prompts stay side by side, each a single definition.
 
 Two judge prompts (``judge_prompt:`` of a cases / rag probe):
 

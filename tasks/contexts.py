@@ -16,7 +16,7 @@ from needlescope.cells import Cell
 from needlescope.config import BUILTIN_FILLERS, ProbeConfig, RagProbe, SweepConfig
 from needlescope.errors import ConfigError, LengthError, ProviderError
 from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
-from needlescope.haystack import measure_text
+from needlescope.fitting import measure_text
 from needlescope.probes.base import BuildTools, Context, Embed
 from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Message, Provider
@@ -270,7 +270,7 @@ class Embedders:
         name = probe.embedder
         async with self._lock:
             if name not in self._embedders:
-                from needlescope.probes.rag import memoize
+                from needlescope.probes.retrieval import memoize
                 from needlescope.providers.local import LocalProvider, LocalServer
 
                 path = self.config.model(name).model if name else None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from needlescope.providers.base import Provider
 from needlescope.tasks.contexts import ContextBuilder
@@ -29,6 +30,7 @@ class Runtime:
     attempts: Counter[str] = field(default_factory=Counter)
 
 
+T = TypeVar("T")
 _RUNTIME: ContextVar[Runtime] = ContextVar("needlescope_runtime")
 
 
@@ -40,10 +42,15 @@ def current() -> Runtime:
 
 
 @contextmanager
-def running(runtime: Runtime) -> Iterator[Runtime]:
-    """``runtime`` is the tasks' for the block (and every task it starts)."""
-    token = _RUNTIME.set(runtime)
+def scoped(var: ContextVar[T], value: T) -> Iterator[T]:
+    """``var`` holds ``value`` for the block (and every task it starts), then what it held."""
+    token = var.set(value)
     try:
-        yield runtime
+        yield value
     finally:
-        _RUNTIME.reset(token)
+        var.reset(token)
+
+
+def running(runtime: Runtime) -> AbstractContextManager[Runtime]:
+    """``runtime`` is the tasks' for the block."""
+    return scoped(_RUNTIME, runtime)

@@ -12,7 +12,7 @@ from typing import Any
 from needlescope.cells import Cell
 from needlescope.errors import LengthError
 from needlescope.fillers import Filler, PaperCorpusFiller, WholeFileFiller
-from needlescope.haystack import fit_to_length
+from needlescope.fitting import fit_to_length
 from needlescope.probes.base import (
     Budget,
     BuildTools,

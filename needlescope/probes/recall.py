@@ -17,7 +17,7 @@ from typing import Any
 from needlescope.cells import Cell, ModelFields, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
 from needlescope.fillers import Filler, as_is_files
-from needlescope.grading import ErrorAnalysis, grade_recall_batch
+from needlescope.grading.recall import ErrorAnalysis, grade_recall_batch
 from needlescope.hashing import canonical_json
 from needlescope.haystack import insert_at, insert_needles, parse_regions, place_needles
 from needlescope.needle_ranges import counted_needles, seed_positions

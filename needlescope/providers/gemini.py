@@ -1,4 +1,6 @@
 """SDK-free client for Google's Gemini API (``generativelanguage.googleapis.com``), aiohttp only.
+One module past 400 lines on purpose: the whole wire format (request, reply, finish reasons,
+errors) in one place, as every provider's is.
 
 Wire format: ``POST {base_url}/{api_version}/models/{model}:generateContent`` with
 ``{"contents": [{"role": "user"|"model", "parts": [{"text": …}]}], "systemInstruction": …,

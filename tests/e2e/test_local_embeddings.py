@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from needlescope.errors import NeedlescopeError, ProviderError
-from needlescope.probes import rag
+from needlescope.probes import retrieval
 from needlescope.providers.local import LocalProvider, LocalServer
 
 pytestmark = pytest.mark.e2e
@@ -56,8 +56,8 @@ async def test_question_is_closer_to_the_matching_sentence(server):
     async with connect(server) as provider:
         question, matching, unrelated = await provider.embed([QUESTION, MATCHING, UNRELATED])
     # Measured: about 0.89 against 0.77.
-    assert rag.cosine(question, matching) > rag.cosine(question, unrelated) + 0.05
-    assert rag.rank(question, [unrelated, matching]) == [1, 0]
+    assert retrieval.cosine(question, matching) > retrieval.cosine(question, unrelated) + 0.05
+    assert retrieval.rank(question, [unrelated, matching]) == [1, 0]
 
 
 async def test_batches_keep_the_order_and_the_vectors(server):
@@ -70,8 +70,8 @@ async def test_batches_keep_the_order_and_the_vectors(server):
         in_pairs = await provider.embed(texts, batch_size=2)
         alone = [(await provider.embed([t]))[0] for t in texts]
     for a, b, c in zip(together, in_pairs, alone, strict=True):
-        assert rag.cosine(a, b) > 0.9999 and rag.cosine(a, c) > 0.9999
-    assert rag.cosine(together[0], together[1]) < 0.9999  # different texts, different vectors
+        assert retrieval.cosine(a, b) > 0.9999 and retrieval.cosine(a, c) > 0.9999
+    assert retrieval.cosine(together[0], together[1]) < 0.9999  # different texts, different vectors
 
 
 async def test_empty_text_is_a_provider_error(server):

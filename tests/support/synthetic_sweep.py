@@ -21,7 +21,7 @@ from needlescope import judge
 from needlescope.cells import Cell
 from needlescope.config import SweepConfig, parse_config
 from needlescope.fillers import filler_from_spec
-from needlescope.grading import grade_recall
+from needlescope.grading.recall import grade_recall
 from needlescope.probes import cases, counting_stars, rag, recall
 from needlescope.probes.base import Context, Grade, answer_tables
 from needlescope.probes.build import build_context

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from needlescope.config import parse_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import PatternFiller, SyntheticProseFiller
+from needlescope.fitting import measure_text
 from needlescope.grading import keywords as keyword_rules
-from needlescope.haystack import measure_text
 from needlescope.probes import case_file, cases
 from needlescope.probes.build import build_context
 

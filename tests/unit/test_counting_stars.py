@@ -15,7 +15,8 @@ from needlescope.cells import Cell
 from needlescope.config import CountingStarsProbe, SweepConfig, parse_config
 from needlescope.config_file import load_config
 from needlescope.fillers import Filler, PatternFiller, SyntheticProseFiller
-from needlescope.haystack import fit_to_length, insert_needles
+from needlescope.fitting import fit_to_length
+from needlescope.haystack import insert_needles
 from needlescope.probes import counting_stars as stars
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context

@@ -87,7 +87,7 @@ def test_each_config_gets_a_nightly_deployment_beside_rerun_failed(write_config)
 
 def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
     from needlescope.config import parse_config
-    from needlescope.flows.sweep import select_cells
+    from needlescope.flows.run_cells import select_cells
     from needlescope.probes.registry import expand_grid
 
     config = parse_config(
@@ -117,7 +117,7 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
 def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
     from needlescope.cells import order_cells
     from needlescope.config import parse_config
-    from needlescope.flows.sweep import uses_prefix_order
+    from needlescope.flows.run_cells import uses_prefix_order
     from needlescope.probes.registry import expand_grid
 
     cases = str(Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml")
@@ -154,3 +154,39 @@ def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
     assert uses_prefix_order(config, "local") and not uses_prefix_order(config, "claude")
     forced = config.model_copy(update={"cell_order": "grid"})
     assert not uses_prefix_order(forced, "local")
+
+
+def test_plan_and_import_legacy_run_without_prefect(tmp_path: Path) -> None:
+    import sqlite3
+    from contextlib import closing
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "name: fast\nmodels: [{name: m, provider: local}]\n"
+        "probes: [{probe: recall, lengths: [200], needle_counts: [1]}]\n",
+        encoding="utf-8",
+    )
+    db = tmp_path / "seed.db"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(
+            "CREATE TABLE tokens_1000 (id INTEGER PRIMARY KEY, test_time TIMESTAMP, "
+            "standard_json TEXT, model_response_json TEXT, elapsed_time REAL)"
+        )
+        conn.execute(
+            "INSERT INTO tokens_1000 VALUES (1, '2025-11-23 07:27:30', '{\"1\": 1234}', "
+            "'{\"1\": 1234}', 1.5)"
+        )
+        conn.commit()
+    wh = tmp_path / "wh"
+    for args in (
+        ["plan", str(config), "--format", "json"],
+        ["import-legacy", str(db), "--model", "m", "--warehouse", str(wh)],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE.format(args=args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert "prefect was imported" not in done.stderr
+        assert done.returncode == 0, done.stderr[-2000:]

@@ -13,14 +13,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
-from needlescope.haystack import (
-    Fit,
-    fit_to_length,
-    insert_needles,
-    measure_text,
-    parse_regions,
-    place_needles,
-)
+from needlescope.fitting import Fit, fit_to_length, measure_text
+from needlescope.haystack import insert_needles, parse_regions, place_needles
 
 PROSE_EN = SyntheticProseFiller("en", 0)
 PROSE_ZH = SyntheticProseFiller("zh", 0)

@@ -20,12 +20,8 @@ from hypothesis import strategies as st
 
 from needlescope.config import parse_config
 from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
-from needlescope.haystack import (
-    _SENTENCE_END,
-    SplitMeasure,
-    fit_to_length,
-    last_sentence_end,
-)
+from needlescope.fitting import SplitMeasure, fit_to_length
+from needlescope.haystack import _SENTENCE_END, last_sentence_end
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import probe_module
 

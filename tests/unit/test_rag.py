@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from needlescope.config import parse_config
 from needlescope.errors import ConfigError, LengthError
 from needlescope.fillers import SyntheticProseFiller
-from needlescope.haystack import measure_text
-from needlescope.probes import cases, rag
+from needlescope.fitting import measure_text
+from needlescope.probes import cases, rag, retrieval
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
-from needlescope.probes.rag import Chunk
+from needlescope.probes.retrieval import Chunk
 
 REPO = Path(__file__).resolve().parents[2]
 EN_CASES = REPO / "configs" / "cases" / "en.yaml"
@@ -32,27 +32,27 @@ MARKERS = ("cardamom", "hazelnut", "elderflower", "secret", "ingredient", "plum"
 
 
 def test_chunks_overlap_and_end_at_the_end() -> None:
-    chunks = rag.chunk_text("abcdefghij", 4, 1)
+    chunks = retrieval.chunk_text("abcdefghij", 4, 1)
     assert chunks == [
         Chunk(0, 0, 4, "abcd"),
         Chunk(1, 3, 7, "defg"),
         Chunk(2, 6, 10, "ghij"),
     ]
-    assert rag.chunk_text("abcdefghijk", 4, 1)[-1] == Chunk(3, 9, 11, "jk")
-    assert rag.chunk_text("abc", 10, 2) == [Chunk(0, 0, 3, "abc")]
-    assert rag.chunk_text("", 10, 2) == []
+    assert retrieval.chunk_text("abcdefghijk", 4, 1)[-1] == Chunk(3, 9, 11, "jk")
+    assert retrieval.chunk_text("abc", 10, 2) == [Chunk(0, 0, 3, "abc")]
+    assert retrieval.chunk_text("", 10, 2) == []
 
 
 @pytest.mark.parametrize(("size", "overlap"), [(0, 0), (4, 4), (4, -1), (4, 9)])
 def test_bad_chunk_settings(size: int, overlap: int) -> None:
     with pytest.raises(ValueError, match="chunk"):
-        rag.chunk_text("abcdef", size, overlap)
+        retrieval.chunk_text("abcdef", size, overlap)
 
 
 @given(st.text(max_size=3000), st.integers(1, 400), st.data())
 def test_chunks_cover_the_text(text: str, size: int, data: st.DataObject) -> None:
     overlap = data.draw(st.integers(0, size - 1))
-    chunks = rag.chunk_text(text, size, overlap)
+    chunks = retrieval.chunk_text(text, size, overlap)
     covered = [False] * len(text)
     for chunk in chunks:
         assert chunk.text == text[chunk.start : chunk.end]
@@ -69,21 +69,21 @@ def test_chunks_cover_the_text(text: str, size: int, data: st.DataObject) -> Non
 
 
 def test_cosine() -> None:
-    assert rag.cosine([1, 0], [2, 0]) == pytest.approx(1.0)
-    assert rag.cosine([1, 0], [0, 3]) == pytest.approx(0.0)
-    assert rag.cosine([1, 1], [-1, -1]) == pytest.approx(-1.0)
-    assert rag.cosine([0, 0], [1, 2]) == 0.0
-    assert rag.cosine([math.nan, 1], [1, 2]) == 0.0
+    assert retrieval.cosine([1, 0], [2, 0]) == pytest.approx(1.0)
+    assert retrieval.cosine([1, 0], [0, 3]) == pytest.approx(0.0)
+    assert retrieval.cosine([1, 1], [-1, -1]) == pytest.approx(-1.0)
+    assert retrieval.cosine([0, 0], [1, 2]) == 0.0
+    assert retrieval.cosine([math.nan, 1], [1, 2]) == 0.0
     with pytest.raises(ValueError, match="widths"):
-        rag.cosine([1, 2], [1, 2, 3])
+        retrieval.cosine([1, 2], [1, 2, 3])
 
 
 def test_rank_orders_by_similarity_with_stable_ties() -> None:
     question = [1.0, 0.0]
     chunks = [[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [2.0, 0.0], [0.0, 0.0]]
     # Chunks 1 and 3 tie at 1.0 (text order kept), then 2 (0.71), then 0 and 4 tie at 0.
-    assert rag.rank(question, chunks) == [1, 3, 2, 0, 4]
-    assert rag.rank(question, []) == []
+    assert retrieval.rank(question, chunks) == [1, 3, 2, 0, 4]
+    assert retrieval.rank(question, []) == []
 
 
 RANKING = [4, 1, 3, 0, 2]
@@ -103,21 +103,21 @@ SIZES = {0: 10, 1: 10, 2: 10, 3: 30, 4: 10}
     ],
 )
 def test_select(mode: Any, top_k: int, budget: int, chosen: list[int]) -> None:
-    assert rag.select(RANKING, SIZES, mode, top_k=top_k, budget=budget) == chosen
+    assert retrieval.select(RANKING, SIZES, mode, top_k=top_k, budget=budget) == chosen
 
 
 def test_select_rejects_unknown_modes_and_arrange_reverses() -> None:
     with pytest.raises(ValueError, match="topk, half or full"):
-        rag.select(RANKING, SIZES, "most", top_k=1, budget=9)  # type: ignore[arg-type]
-    assert rag.arrange([4, 1, 3], reverse=False) == [4, 1, 3]
-    assert rag.arrange([4, 1, 3], reverse=True) == [3, 1, 4]
+        retrieval.select(RANKING, SIZES, "most", top_k=1, budget=9)  # type: ignore[arg-type]
+    assert retrieval.arrange([4, 1, 3], reverse=False) == [4, 1, 3]
+    assert retrieval.arrange([4, 1, 3], reverse=True) == [3, 1, 4]
 
 
 def test_retrieval_record() -> None:
-    chunks = rag.chunk_text("x" * 100, 40, 10)  # [0,40) [30,70) [60,100)
+    chunks = retrieval.chunk_text("x" * 100, 40, 10)  # [0,40) [30,70) [60,100)
     ranking = [2, 0, 1]
     needles = [(5, 20), (32, 38), (45, 65), (90, 95)]
-    record = rag.retrieval_record(needles, chunks, ranking, selected=[2, 0])
+    record = retrieval.retrieval_record(needles, chunks, ranking, selected=[2, 0])
     assert record == [
         {"needle": 1, "chunk": 0, "rank": 2, "retrieved": True, "partial": False},
         # In chunks 0 and 1; chunk 0 ranks better.
@@ -126,7 +126,7 @@ def test_retrieval_record() -> None:
         {"needle": 3, "chunk": 1, "rank": 3, "retrieved": False, "partial": True},
         {"needle": 4, "chunk": 2, "rank": 1, "retrieved": True, "partial": False},
     ]
-    assert rag.retrieval_record([(50, 55)], chunks, ranking, [])[0]["retrieved"] is False
+    assert retrieval.retrieval_record([(50, 55)], chunks, ranking, [])[0]["retrieved"] is False
 
 
 def test_memoize_embeds_each_text_once() -> None:
@@ -136,7 +136,7 @@ def test_memoize_embeds_each_text_once() -> None:
         calls.append(list(texts))
         return [[float(len(t))] for t in texts]
 
-    cached = rag.memoize(embed, max_items=3)
+    cached = retrieval.memoize(embed, max_items=3)
 
     async def run() -> None:
         assert await cached(["a", "bb", "a"]) == [[1.0], [2.0], [1.0]]
@@ -241,7 +241,7 @@ def test_reverse_puts_the_best_chunk_next_to_the_question() -> None:
     backward = build(rag_cells(reverse=True)["full"])
     assert backward.rendered.facts["order"] == forward.rendered.facts["order"][::-1]
     best = forward.rendered.facts["order"][0]
-    chunk = rag.chunk_text(forward.haystack_text, 400, 80)[best].text.strip()
+    chunk = retrieval.chunk_text(forward.haystack_text, 400, 80)[best].text.strip()
     prompt = backward.prompt_text
     assert prompt.index(chunk) > prompt.index("[2] ")  # the last passage
 

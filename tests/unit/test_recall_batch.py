@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.grading import (
+from needlescope.grading.recall import (
     duplicates,
     grade_recall,
     grade_recall_batch,

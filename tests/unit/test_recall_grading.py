@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import LCSseq
 
-from needlescope.grading import (
+from needlescope.grading.recall import (
     Duplicate,
     Hallucination,
     NeedleOutcome,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from needlescope.config import parse_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import PatternFiller
-from needlescope.grading import extract_answer, grade_recall, read_reply
+from needlescope.grading.recall import extract_answer, grade_recall, read_reply
 from needlescope.haystack import insert_at
 from needlescope.needle_ranges import parse_needle_ranges, seed_positions
 from needlescope.probes import recall

@@ -19,8 +19,9 @@ from needlescope.config import parse_config
 from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
 from needlescope.fillers import SyntheticProseFiller
+from needlescope.fitting import measure_text
 from needlescope.grading import keywords as keyword_rules
-from needlescope.haystack import last_sentence_end, measure_text
+from needlescope.haystack import last_sentence_end
 from needlescope.probes import case_file, cases, rag, uniah
 from needlescope.probes.build import build_context, rebuild
 from needlescope.probes.registry import expand_grid

@@ -18,7 +18,7 @@ import pytest
 from needlescope import judge
 from needlescope.config import CasesProbe, RagProbe, parse_config
 from needlescope.fillers import SyntheticProseFiller
-from needlescope.haystack import measure_text
+from needlescope.fitting import measure_text
 from needlescope.probes import cases, rag
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from openpyxl import load_workbook
 
-from needlescope.grading import grade_recall
+from needlescope.grading.recall import grade_recall
 from needlescope.warehouse.charts import lines
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report.page import write_report

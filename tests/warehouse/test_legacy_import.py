@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from needlescope.grading import grade_recall
+from needlescope.grading.recall import grade_recall
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.legacy import NOT_KEPT, import_legacy_db, legacy_epoch
 from needlescope.warehouse.store.schema import TABLES

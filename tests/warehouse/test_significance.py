@@ -13,7 +13,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.warehouse.stats import accuracy, intervals
+from needlescope.warehouse.stats import accuracy, drift, intervals
 from needlescope.warehouse.stats import significance as sig
 from needlescope.warehouse.stats.significance import Side
 from needlescope.warehouse.store import Warehouse, figures
@@ -429,23 +429,23 @@ def three_epochs(tmp_path: Path) -> duckdb.DuckDBPyConnection:
 
 def test_drift_is_flagged_for_a_drop_and_not_for_the_same_answers(tmp_path: Path) -> None:
     con = three_epochs(tmp_path)
-    assert sig.previous_epoch(con, "m", "e3") == "e2"
-    assert sig.previous_epoch(con, "m", "e2") == "e1"
-    assert sig.previous_epoch(con, "m", "e1") is None
-    assert sig.previous_epoch(con, "other", "e3") is None
+    assert drift.previous_epoch(con, "m", "e3") == "e2"
+    assert drift.previous_epoch(con, "m", "e2") == "e1"
+    assert drift.previous_epoch(con, "m", "e1") is None
+    assert drift.previous_epoch(con, "other", "e3") is None
 
-    dropped = sig.epoch_drift(con, "m", "e3")
+    dropped = drift.epoch_drift(con, "m", "e3")
     assert dropped is not None
     assert dropped.pairing == "cell_id" and dropped.a.epoch == "e2"
     assert dropped.n_pairs == 10
     assert dropped.diff == pytest.approx(-50.0) and dropped.significant
-    steady = sig.epoch_drift(con, "m", "e2")
+    steady = drift.epoch_drift(con, "m", "e2")
     assert steady is not None and steady.diff == 0.0 and not steady.significant
-    assert sig.epoch_drift(con, "m", "e1") is None
-    explicit = sig.epoch_drift(con, "m", "e3", previous="e1")
+    assert drift.epoch_drift(con, "m", "e1") is None
+    explicit = drift.epoch_drift(con, "m", "e3", previous="e1")
     assert explicit is not None and explicit.a.epoch == "e1" and explicit.significant
 
-    summary = sig.drift_summary(con, "e3")
+    summary = drift.drift_summary(con, "e3")
     assert json.loads(json.dumps(summary)) == summary  # JSON-able as it is
     by_model = {entry["model"]: entry for entry in summary}
     assert set(by_model) == {"m", "other"}
@@ -455,7 +455,7 @@ def test_drift_is_flagged_for_a_drop_and_not_for_the_same_answers(tmp_path: Path
     assert m["lo"] <= m["diff"] <= m["hi"] < 0
     assert m["mcnemar_p"] < 0.001
     assert by_model["other"]["previous"] is None and by_model["other"]["drift"] is False
-    assert [e["drift"] for e in sig.drift_summary(con, "e2")] == [False]
+    assert [e["drift"] for e in drift.drift_summary(con, "e2")] == [False]
 
 
 # ----------------------------------------------------------------------------- unstable cells

@@ -1,4 +1,5 @@
 """Charts of the needle-cases probes (cases, rag): frames from views_cases.sql in, Altair out.
+A builder past 60 lines is one declarative chart spec, kept whole so it reads as its chart.
 
 The builders do no I/O; ``load`` reads the views they draw and ``figures`` lists every chart by
 name, for the report. Accuracy colours always span 0–100 and judge scores 1–10, so charts of

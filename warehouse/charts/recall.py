@@ -1,5 +1,6 @@
 """The recall probe's charts (and those of any probe drawn with the shared statistics): accuracy
-and parse failures by length, accuracy by filler, and the per-needle heatmaps."""
+and parse failures by length, accuracy by filler, and the per-needle heatmaps. ``_heatmaps``
+runs past 60 lines: the four heatmap specs side by side, alike but for their values."""
 
 from __future__ import annotations
 

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
-import polars as pl
 
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report import drilldown
+from needlescope.warehouse.report.data import ProbeData
 from needlescope.warehouse.report.figures import ProbeCharts
 from needlescope.warehouse.report.html import failed, template
 from needlescope.warehouse.report.sections import compare as compare_section
@@ -32,19 +32,6 @@ from needlescope.warehouse.store import Warehouse
 DEFAULT_THRESHOLD = 85.0
 STYLES = ("drilldown", "compare", "statistics", "run_metadata")  # templates/<name>.css
 Section = tuple[str, str, str]  # anchor, title, html
-
-
-class ProbeLike(Protocol):
-    """What is read of report.ProbeData."""
-
-    @property
-    def probe(self) -> str: ...
-
-    @property
-    def stats(self) -> pl.DataFrame: ...
-
-    @property
-    def needles(self) -> pl.DataFrame: ...
 
 
 @dataclass(frozen=True)
@@ -135,7 +122,7 @@ def _in_background(root: Path, **options: Any) -> Later:
 
 
 def drill_targets(
-    probes: Sequence[ProbeLike],
+    probes: Sequence[ProbeData],
     own_figures: Mapping[str, ProbeCharts | None],
     variant_axes: Sequence[str],
 ) -> dict[str, list[drilldown.Target]]:
@@ -155,7 +142,7 @@ def drill_targets(
 
 def collect(
     con: duckdb.DuckDBPyConnection,
-    probes: Sequence[ProbeLike],
+    probes: Sequence[ProbeData],
     own_figures: Mapping[str, ProbeCharts | None],
     *,
     variant_axes: Sequence[str],

@@ -1,5 +1,6 @@
 """The offline HTML report (no CDN: the Vega bundle is inlined), a PNG and SVG per chart,
-and the statistics table as ``stats.csv`` and ``stats.xlsx``.
+and the statistics table as ``stats.csv`` and ``stats.xlsx``. (``write_report`` runs past
+60 lines: the report's order of work, queries, tables, then charts drawn beside, in one place.)
 
 The page is ``templates/page.html`` around the sections: each probe's (sections/probe.py,
 charts/), then the comparison, statistics and run metadata (extras.py), the runs and files.

@@ -1,4 +1,5 @@
 """Accuracy with intervals per group of axes, the effective context length, and unstable cells.
+(``accuracy_table`` runs past 60 lines: one query and the intervals of its groups.)
 
 Everything reads the warehouse's views and counts valid answers only (``figures.COUNTED``; the
 invalid ones are counted apart, as ``invalid``), following the seed's rule: parse failures

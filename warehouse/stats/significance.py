@@ -1,25 +1,15 @@
-"""Paired comparisons of two models (or two epochs of one model), and drift between epochs.
+"""Paired comparisons of two models (or two epochs of one model): the mean accuracy of
+each, the paired difference with its bootstrap 95% interval, McNemar's test on the needles.
+Two models pair answer by answer through the model-independent ``context_id`` of their cells;
+two epochs of one model pair by ``cell_id``. Differences are always ``b - a``.
+``_cell_figures`` and ``paired_comparison`` run past 60 lines: each is one pairing query and
+the figures read from it, kept whole so the pairing reads in one place.
 
-Everything reads the warehouse's views (``results``, ``runs``, ``raw_needle_outcomes``) and
-counts valid answers only (``stats.COUNTED``; the invalid ones are counted apart, as
-``invalid``), following the seed's rule: parse failures count as answers but are excluded
-from accuracy figures; failed requests (``error_kind`` set) are neither.
-
-* Rates (needle hits, parse failures) are in 0-1 with Wilson score intervals.
-* Accuracies are in 0-100 with percentile-bootstrap intervals of the mean. The bootstrap is
-  seeded and deterministic: the values are sorted before resampling, so the interval depends
-  on the multiset of values and the seed only, never on the order a query returned them in.
-  The resampling is vectorised with Polars' seeded sampler (one ``resamples × n`` draw;
-  numpy is not a dependency, and a Polars upgrade may change the draws of a seed);
-  groups of more than :data:`BOOTSTRAP_MAX_N` values use the normal approximation instead,
-  and every table says which in ``interval_method``.
-* Two models pair answer by answer through the model-independent ``context_id`` of their
-  cells; two epochs of one model pair by ``cell_id``. Differences are always ``b - a``.
-
-Caveats: the needles of one answer are not independent (one bad answer misses several), so
-the Wilson interval of a needle hit rate and the per-needle McNemar test are optimistic
-about clustered misses; the per-answer bootstrap intervals have no such problem. Per-cell
-p-values in :attr:`Comparison.cells` are not adjusted for multiple comparisons.
+Only valid answers count (``figures.COUNTED``; invalid ones are counted apart). Caveats: the
+needles of one answer are not independent (one bad answer misses several), so the per-needle
+McNemar test is optimistic about clustered misses; the per-answer bootstrap intervals have no
+such problem. Per-cell p-values in :attr:`Comparison.cells` are not adjusted for multiple
+comparisons.
 """
 
 from __future__ import annotations
@@ -335,114 +325,3 @@ def paired_comparison(
 def _mean(series: pl.Series) -> float:
     value = series.mean()
     return NAN if value is None else float(value)  # type: ignore[arg-type]
-
-
-# ----------------------------------------------------------------------------- drift
-
-
-def previous_epoch(
-    con: duckdb.DuckDBPyConnection, model: str, epoch: str, *, probe: str = "recall"
-) -> str | None:
-    """The epoch before ``epoch`` of the same config: of the epochs whose runs share a
-    config name with ``epoch``'s runs and started earlier (an epoch starts with its first
-    run), the latest with a graded answer (no request error) of ``model`` for ``probe``.
-    None if there is none, or ``epoch`` has no run in the ``runs`` view."""
-    row = con.execute(
-        """
-        WITH starts AS (
-            SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch
-        ), configs AS (
-            SELECT DISTINCT config_name FROM runs WHERE epoch = $epoch
-        ), same_config AS (
-            SELECT DISTINCT r.epoch FROM runs r
-            JOIN configs c ON r.config_name IS NOT DISTINCT FROM c.config_name
-        ), graded AS (
-            SELECT DISTINCT epoch FROM results
-            WHERE model = $model AND probe = $probe AND error_kind IS NULL
-        )
-        SELECT s.epoch FROM starts s
-        JOIN same_config USING (epoch) JOIN graded USING (epoch)
-        WHERE s.epoch <> $epoch
-          AND s.started_at < (SELECT started_at FROM starts WHERE epoch = $epoch)
-        ORDER BY s.started_at DESC, s.epoch DESC
-        LIMIT 1
-        """,
-        {"epoch": epoch, "model": model, "probe": probe},
-    ).fetchall()
-    return str(row[0][0]) if row else None
-
-
-def epoch_drift(
-    con: duckdb.DuckDBPyConnection,
-    model: str,
-    epoch: str,
-    previous: str | None = None,
-    *,
-    probe: str = "recall",
-    seed: int = 0,
-    resamples: int = DEFAULT_RESAMPLES,
-) -> Comparison | None:
-    """``model``'s answers in ``epoch`` against the same cells in ``previous`` (by default
-    :func:`previous_epoch`): side a is the previous epoch, so ``diff`` is now - before.
-    Drift is ``significant``: the paired bootstrap interval of the difference excludes 0.
-    None when there is no previous epoch."""
-    before = previous if previous is not None else previous_epoch(con, model, epoch, probe=probe)
-    if before is None:
-        return None
-    return paired_comparison(
-        con, Side(model, before), Side(model, epoch), probe=probe, seed=seed, resamples=resamples
-    )
-
-
-def drift_summary(
-    con: duckdb.DuckDBPyConnection, epoch: str, seed: int = 0, *, probe: str = "recall"
-) -> list[dict[str, Any]]:
-    """For each model with ``probe`` results in ``epoch``: its drift from its previous
-    epoch as a JSON-able dict (``previous`` None and no figures when it has none)."""
-    models = [
-        str(m)
-        for (m,) in con.execute(
-            "SELECT DISTINCT model FROM results WHERE epoch = $epoch AND probe = $probe "
-            "ORDER BY model",
-            {"epoch": epoch, "probe": probe},
-        ).fetchall()
-    ]
-    summary: list[dict[str, Any]] = []
-    for model in models:
-        found = epoch_drift(con, model, epoch, probe=probe, seed=seed)
-        summary.append(_drift_entry(model, epoch, found))
-    return summary
-
-
-def _drift_entry(model: str, epoch: str, found: Comparison | None) -> dict[str, Any]:
-    if found is None:
-        return {
-            "model": model,
-            "epoch": epoch,
-            "previous": None,
-            "n_pairs": 0,
-            "dropped_parse_failures": 0,
-            "dropped_invalid": 0,
-            "mean_previous": None,
-            "mean_now": None,
-            "diff": None,
-            "lo": None,
-            "hi": None,
-            "drift": False,
-            "mcnemar_p": None,
-        }
-    return {
-        "model": model,
-        "epoch": epoch,
-        "previous": found.a.epoch,
-        "n_pairs": found.n_pairs,
-        "dropped_parse_failures": found.dropped_parse_failures,
-        "dropped_invalid": found.dropped_invalid,
-        "mean_previous": json_float(found.mean_a),
-        "mean_now": json_float(found.mean_b),
-        "diff": json_float(found.diff),
-        "lo": json_float(found.diff_lo),
-        "hi": json_float(found.diff_hi),
-        "drift": found.significant,
-        "mcnemar_p": json_float(found.mcnemar_p),
-    }

@@ -56,7 +56,8 @@ def host_identity() -> str:
     return f"{socket.gethostname()}/{namespace}"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this machine with ``pid`` is running."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -110,7 +111,7 @@ class Claims:
         if expires is not None and expires < now:
             return True
         # A claimer on this machine whose process is gone (kill -9) is not waited for.
-        return host == self.host and pid is not None and pid != self.pid and not _alive(pid)
+        return host == self.host and pid is not None and pid != self.pid and not alive(pid)
 
     def take(self, epoch: str, cell_ids: Sequence[str]) -> Taken:
         """Claim every cell of ``cell_ids`` that is free, lapsed or already ours."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.errors import WarehouseError
-from needlescope.grading import grade_recall
+from needlescope.grading.recall import grade_recall
 from needlescope.hashing import canonical_json, short_hash
 from needlescope.validity import UNKNOWN
 from needlescope.warehouse.store import Warehouse

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
-from needlescope.grading import RecallGrade, analyze_errors
+from needlescope.grading.recall import RecallGrade, analyze_errors
 from needlescope.judge import disagreement
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
-from needlescope.warehouse.store.claims import CLAIMS_FILE
+from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
     Snapshot,
@@ -102,16 +102,6 @@ def _whole_parquet(path: Path) -> bool:
 def _writer_pid(name: str) -> int | None:
     match = re.match(r"^\.\d{8}T\d+-(\d+)-", name)
     return int(match.group(1)) if match else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Warehouse:
@@ -214,7 +204,7 @@ class Warehouse:
         """Temp files left by a killed writer (its pid is in the name): never read, safe to drop."""
         for partial in self.parquet.rglob(".*.parquet.partial"):  # compaction cleans its own
             pid = _writer_pid(partial.name)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not alive(pid):
                 partial.unlink(missing_ok=True)
 
     def _identity(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 """Grading a batch of recall replies into columns, the way the sweep stores them.
+(``_analyze_ops`` runs past 60 lines: the hot loop over edit operations, kept whole for speed.)
 
 For reply i: the figures of ``grade_recall(expected[i], responses[i])`` and the rows of
 ``analyze_errors(expected[i], answered)``. Speed (``bench/bench_grading.py``): an answer

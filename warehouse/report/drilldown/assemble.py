@@ -1,4 +1,5 @@
 """Drill-down: the answers behind a cell of a heatmap, embedded in the page.
+(``collect`` runs past 60 lines: the page's JSON assembled in its order, in one place.)
 
 A heatmap cell pools the answers of one or more cell configs over every epoch: the recall
 needle charts (position accuracy, missing, misordered needles, hallucinations) a model, a

@@ -30,7 +30,7 @@ from needlescope.warehouse.report.html import (
     p_value,
     table,
 )
-from needlescope.warehouse.stats import accuracy, intervals, significance
+from needlescope.warehouse.stats import accuracy, drift, intervals
 from needlescope.warehouse.store import figures
 
 MAX_UNSTABLE_ROWS = 100
@@ -159,7 +159,7 @@ def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
 def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
     try:
         epoch = latest_epoch(con, probe)
-        summary = significance.drift_summary(con, epoch, seed, probe=probe) if epoch else []
+        summary = drift.drift_summary(con, epoch, seed, probe=probe) if epoch else []
     except (duckdb.Error, ValueError) as exc:
         return failed("drift", exc)
     if not summary:

@@ -1,0 +1,158 @@
+"""The end of a run: its ``end`` row and summary, then drift against the previous epoch,
+compaction and the views file (none of which can fail the run)."""
+
+import json
+from typing import Any
+
+from prefect.states import Completed, Failed, State
+
+from needlescope.config import SweepConfig
+from needlescope.flows.model_sweep import ModelSweep
+from needlescope.flows.run_cells import Plan
+from needlescope.warehouse.store import Warehouse, rows
+
+
+def finish_run(
+    config: SweepConfig,
+    store: Warehouse,
+    run_id: str,
+    epoch: str,
+    plan: Plan,
+    sweeps: list[ModelSweep],
+    only_context: bool,
+    logger: Any,
+    flow_run_id: str | None,
+) -> State:
+    """The run's ``end`` row and summary; drift, compaction and the views file after it."""
+    summary = run_summary(run_id, epoch, store, plan, sweeps, only_context)
+    notes = []
+    if unsent := summary["cells_unsent"]:
+        notes.append(f"budget spent: {unsent} cells left unsent")
+    if elsewhere := summary["cells_graded_elsewhere"]:
+        notes.append(f"{elsewhere} cells graded by another run of the epoch meanwhile (skipped)")
+    if "nothing_measured" in summary:
+        notes.append(f"nothing measured: {summary['nothing_measured']}")
+    counts = {
+        k: summary[k]
+        for k in (
+            "cells_total",
+            "cells_skipped",
+            "cells_dropped",
+            "cells_graded",
+            "cells_failed",
+            "cells_unsent",
+            "spent_tokens",
+            "spent_usd",
+        )
+    }
+    end = rows.run_row(
+        run_id,
+        epoch,
+        config,
+        "end",
+        flow_run_id=flow_run_id,
+        note="; ".join(notes) or None,
+        **counts,
+    )
+    store.append("runs", [end])
+    if unsent:
+        logger.warning("budget spent: %d cells left unsent for a later run", unsent)
+    summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
+    if config.compact:
+        compact_warehouse(store, logger)
+    if not store.refresh_views_file():
+        logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
+    message = json.dumps(summary)
+    if summary["cells_failed"]:
+        return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
+    if "nothing_measured" in summary:
+        return Failed(message=f"nothing measured: {message}", data=summary)
+    return Completed(message=message, data=summary)
+
+
+def run_summary(
+    run_id: str,
+    epoch: str,
+    store: Warehouse,
+    plan: Plan,
+    sweeps: list[ModelSweep],
+    only_context: bool,
+) -> dict[str, Any]:
+    dropped = plan.window_dropped + sum(s.dropped for s in sweeps)
+    elsewhere = sum(s.elsewhere for s in sweeps)
+    spend = sweeps[0].asker.spend if sweeps else None
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "epoch": epoch,
+        "warehouse": str(store.root),
+        "cells_total": len(plan.cells),
+        "cells_dropped": dropped,
+        "cells_skipped": len(plan.kept) - len(plan.todo) + elsewhere,
+        "cells_graded": sum(s.graded for s in sweeps),
+        "cells_failed": sum(s.failed for s in sweeps),
+        "cells_unsent": sum(s.unsent for s in sweeps),
+        "cells_graded_elsewhere": elsewhere,
+        "spent_tokens": spend.tokens if spend else 0,
+        "spent_usd": round(spend.usd, 6) if spend else 0.0,
+        "only_context": only_context,
+    }
+    if plan.cells and dropped == len(plan.cells):
+        reasons = []
+        if plan.window_dropped:
+            reasons.append(f"{plan.window_dropped} longer than their model's context window")
+        reasons += [r for s in sweeps for r in s.drop_reasons][:1]
+        summary["nothing_measured"] = (
+            f"all {len(plan.cells)} cells were dropped ({'; e.g. '.join(reasons)})"
+        )
+    return summary
+
+
+def compact_warehouse(store: Warehouse, logger: Any) -> None:
+    """Merge the warehouse's small files (this run's and others'). Never fails the sweep."""
+    from needlescope.warehouse.store.compaction import compact
+
+    try:
+        done = compact(store.root)
+    except Exception as exc:  # the answers are stored; the files only stay small
+        logger.warning("warehouse compaction skipped: %s", exc)
+        return
+    if done.files_merged or done.files_deleted:
+        logger.info(
+            "warehouse compacted: %d files merged, %d merged earlier deleted (%.1f s)",
+            done.files_merged,
+            done.files_deleted,
+            done.seconds,
+        )
+
+
+def epoch_drift(
+    store: Warehouse, epoch: str, seed: int, logger: Any
+) -> list[dict[str, Any]] | None:
+    """Each model's recall accuracy against its previous epoch on the same cells; a change
+    whose paired bootstrap 95% interval excludes zero is flagged. Never fails the sweep."""
+    from needlescope.warehouse.stats.drift import drift_summary
+
+    try:
+        con = store.connect()
+        try:
+            drift = drift_summary(con, epoch, seed)
+        finally:
+            con.close()
+    except Exception as exc:  # the answers are stored; a failed comparison only loses a note
+        logger.warning("drift against the previous epoch not computed: %s", exc)
+        return None
+    for entry in drift:
+        if entry["drift"]:
+            logger.warning(
+                "drift: %s mean accuracy %.1f -> %.1f (%+.1f, 95%% interval %+.1f to %+.1f) "
+                "against epoch %s on %d paired answers",
+                entry["model"],
+                entry["mean_previous"],
+                entry["mean_now"],
+                entry["diff"],
+                entry["lo"],
+                entry["hi"],
+                entry["previous"],
+                entry["n_pairs"],
+            )
+    return drift
