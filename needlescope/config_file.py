@@ -64,7 +64,7 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
             from needlescope.probes.case_file import load_cases
 
             load_cases(probe.cases_file, probe.cases)
-        if getattr(probe, "judge", None) and getattr(probe, "rubric_file", None):
+        if isinstance(probe, CasesProbe) and probe.judge and probe.rubric_file:
             from needlescope.judge import load_rubric
 
             load_rubric(probe.rubric_file)

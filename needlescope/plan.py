@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from needlescope.cells import Cell
-from needlescope.config import SweepConfig
+from needlescope.config import CasesProbe, SweepConfig
 from needlescope.probes.registry import expand_with_probes, probe_module
 
 # Rough tokens per unit where a cell is not sized in tokens: English text is about 4 characters
@@ -52,9 +52,8 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
         row.answer_tokens += model.output_limit(
             probe_module(cell.probe).answer_budget(cell, model.generation.answer_tokens)
         )
-        judge = getattr(probe, "judge", None)
-        if judge:
-            judged[judge] += 1
+        if isinstance(probe, CasesProbe) and probe.judge:
+            judged[probe.judge] += 1
     for judge, count in judged.items():
         row = rows.setdefault((judge, "judge"), PlanRow(judge, "judge", exact=False))
         row.cells = row.to_send = count

@@ -7,12 +7,13 @@ grades the replies a batch at a time (``grade_batch``); the drill-down and the t
 stored prompt exactly (``rebuild``). Per-needle results feed the ``needle_outcomes`` table.
 
 Every probe writes NAME, FITS_FILLER, expand, render, answer_budget and grade. The other three
-have a default here that a probe names in one line each (a probe with needs of its own, like
-rag's retrieval or recall's one-pass batch grading, writes its own)::
+have a default a probe names in one line each (grade_each and render_again are here,
+default_build in build.py); a probe with needs of its own writes its own (rag's retrieval,
+recall's one-pass batch grading)::
 
-    grade_batch = grade_each(grade)                  # base.grade_each
-    build = default_build(render, answer_budget, fits_filler=FITS_FILLER)  # build.default_build
-    rebuild = render_again(render)                   # base.render_again
+    grade_batch = grade_each(grade)
+    build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+    rebuild = render_again(render)
 """
 
 from __future__ import annotations
