@@ -4,8 +4,9 @@ RULER searches for the most haystack units (noise sentences, essay words, list w
 prompt, measured with the model's tokenizer, stays within ``max_seq_length`` less the tokens
 kept for the answer. Whole units keep RULER's structure, so the fitted prompt is the longest
 within the budget, not one of exactly the budget's length: ``measured <= budget`` and one more
-unit would not fit. The search extrapolates from what it has measured, then bisects (with
-interpolation on alternate steps): about log2 of the units' count measurements at most.
+unit would not fit. The search extrapolates from what it has measured until it brackets the
+budget, then interpolates, bisecting whenever two steps in a row land on the same side: a
+handful of measurements for steady units, a small multiple of log2 of their count at worst.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class UnitSearch:
         self.low: tuple[int, int] | None = None  # the largest n measured within the budget
         self.high: int | None = None  # the smallest n measured over it
         self.high_value: int | None = None
-        self.bisect = False
+        self.streak = 0  # bracketed steps in a row that fit (> 0) or did not (< 0)
 
     def next_n(self) -> int | None:
         if self.low is None:
@@ -80,8 +81,8 @@ class UnitSearch:
             return aim if self.limit is None else min(aim, self.limit)
         if self.high - n_low <= 1:
             return None
-        self.bisect = not self.bisect
-        if self.bisect:
+        if abs(self.streak) >= 2:
+            # Interpolation keeps landing on one side (regula falsi's stall): bisect instead.
             return (n_low + self.high) // 2
         return min(self.high - 1, max(n_low + 1, self._interpolate(n_low, value_low)))
 
@@ -101,6 +102,13 @@ class UnitSearch:
 
     def record(self, n: int, value: int) -> bool:
         """Whether build(n) fits."""
+        bracketed = self.high is not None
+        fits = self._record(n, value)
+        if bracketed:
+            self.streak = max(self.streak, 0) + 1 if fits else min(self.streak, 0) - 1
+        return fits
+
+    def _record(self, n: int, value: int) -> bool:
         self.calls += 1
         if self.base is None:
             if value > self.budget:

@@ -2,8 +2,9 @@
 
 English words come from the ``wonderwords`` package's lists (RULER's source), read from its
 files without importing it: RULER's niah keys are ``adjective-noun`` pairs, its cwe vocabulary
-the nouns, adjectives and verbs together. The lists are pinned (wonderwords 2.2.0, RULER's),
-because a cell's prompt is rebuilt from its seed and these lists.
+the nouns, adjectives and verbs together. The lists are pinned (wonderwords 2.2.0, the release
+RULER was published with; 3.x dropped some nouns), because a cell's prompt is rebuilt from its
+seed and these lists.
 """
 
 from __future__ import annotations
