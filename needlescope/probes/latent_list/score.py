@@ -43,7 +43,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
             open_at.append(at)
         elif char == "]" and open_at:
             start = open_at.pop()
-            before = text[start - 1] if start else ""
+            before = text[start - 1] if start else " "
             if not (before.isalnum() or before in "_)]"):
                 spans.append((start, at + 1))
     return sorted(spans)
