@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from needlescope import tokens
 from needlescope.errors import LengthError
 from needlescope.probes.mrcr import (
+    OPENAI_BINS,
     afit_conversation,
     content_tokens,
     conversation,
     final_question,
     fit_conversation,
     grade,
+    length_bin,
     openai_grade,
     ordinal,
     score,
@@ -162,6 +164,17 @@ def test_fit_refuses_a_target_the_repeats_alone_exceed() -> None:
 def test_content_tokens_is_openais_count() -> None:
     c = conversation(1, 2, 1)
     assert COUNT(c.messages) == sum(len(tokens.encode(m.content)) for m in c.messages)
+
+
+def test_length_bins_double_and_match_openais() -> None:
+    assert OPENAI_BINS[0] == (4096, 8192) and OPENAI_BINS[-1] == (524_288, 1_048_576)
+    assert len(OPENAI_BINS) == 8
+    assert [length_bin(n) for n in (1, 1000, 4095, 4096, 8191, 8192, 600_000)] == [
+        (1, 2), (512, 1024), (2048, 4096), (4096, 8192), (4096, 8192), (8192, 16384),
+        (524_288, 1_048_576),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="must be positive"):
+        length_bin(0)
 
 
 # --- the score --------------------------------------------------------------------------------

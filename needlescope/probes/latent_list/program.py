@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from random import Random
 from typing import Any, Literal
 
+# Bumped whenever a seed's program changes, so cell ids that name it change too.
+GENERATOR_VERSION = 1
 Query = Literal["list", "length", "element"]
 QUERIES: tuple[Query, ...] = ("list", "length", "element")
 OPERATIONS = ("append", "insert", "pop", "remove", "extend", "reverse", "sort", "setitem")

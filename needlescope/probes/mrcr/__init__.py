@@ -18,10 +18,18 @@ from needlescope.probes.mrcr.conversation import (
     final_question,
     ordinal,
 )
-from needlescope.probes.mrcr.fit import Fitted, afit_conversation, content_tokens, fit_conversation
+from needlescope.probes.mrcr.fit import (
+    OPENAI_BINS,
+    Fitted,
+    afit_conversation,
+    content_tokens,
+    fit_conversation,
+    length_bin,
+)
 from needlescope.probes.mrcr.score import MrcrScore, grade, openai_grade, score
 
 __all__ = [
+    "OPENAI_BINS",
     "Conversation",
     "Fitted",
     "MrcrScore",
@@ -31,6 +39,7 @@ __all__ = [
     "final_question",
     "fit_conversation",
     "grade",
+    "length_bin",
     "openai_grade",
     "ordinal",
     "score",

@@ -15,6 +15,9 @@ from typing import Any
 from needlescope.probes.mrcr.pieces import FORMS, TOPICS, piece, request
 from needlescope.providers.base import Message
 
+# Bumped whenever a seed's conversation changes (here, in pieces.py or in the prose grammar it
+# draws from: fillers.PROSE_VERSION), so cell ids that name it change too.
+GENERATOR_VERSION = 1
 NONCE_CHARS = string.ascii_letters + string.digits
 NONCE_LENGTH = 10
 NEEDLES = (2, 4, 8)  # OpenAI MRCR's repeat counts; any count from 1 works

@@ -30,6 +30,20 @@ def content_tokens(count: Callable[[str], int]) -> Count:
     return measure
 
 
+# OpenAI MRCR reports by bins of prompt tokens that double: 4,096 to 8,192, …, 524,288 to
+# 1,048,576. ``length_bin`` continues them below 4,096 for small local models; a count that is
+# exactly a power of two opens its bin (the published bins leave that edge unsaid).
+OPENAI_BINS = tuple((2**k, 2 ** (k + 1)) for k in range(12, 20))
+
+
+def length_bin(tokens: int) -> tuple[int, int]:
+    """The doubling bin [low, 2 × low) that holds a length in tokens (from [1, 2))."""
+    if tokens < 1:
+        raise ValueError(f"a length in tokens must be positive, got {tokens}")
+    low = 1 << (tokens.bit_length() - 1)
+    return low, 2 * low
+
+
 @dataclass(frozen=True)
 class Fitted:
     """A conversation within the target: measured <= target < the length with one pair more."""

@@ -164,8 +164,9 @@ FORMS: dict[str, Callable[[_Writer, int], str]] = {
 
 
 def piece(form: str, topic: str, rng: Random) -> str:
-    """A piece of ``form`` about ``topic``: MIN_WORDS to about MAX_WORDS words (a layout's last
-    stanza or paragraph may run past the target)."""
+    """A piece of ``form`` about ``topic`` of at least MIN_WORDS words: the layout adds whole
+    stanzas or paragraphs until a target drawn from MIN_WORDS..MAX_WORDS is reached, so the
+    last one may run past it (up to about 220 words in all)."""
     if form not in FORMS:
         raise ValueError(f"unknown form {form!r}; known: {', '.join(FORMS)}")
     goal = rng.randint(MIN_WORDS, MAX_WORDS)
