@@ -130,10 +130,11 @@ class ModelSweep:
         ids = [c.cell_id for c in batch]
         taken = await asyncio.to_thread(self.claims.take, self.epoch, ids)
         graded = set(taken.graded)
-        if taken.lapsed:  # a crashed run may have stored the answer before it could say so
-            stored = await asyncio.to_thread(
-                self.warehouse.graded_cell_ids, self.epoch, taken.lapsed
-            )
+        # A crashed run may have stored the answer before it could say so (a cell resent on
+        # purpose has an answer already: it is sent again).
+        lapsed = [c for c in taken.lapsed if c not in self.claims.resend]
+        if lapsed:
+            stored = await asyncio.to_thread(self.warehouse.graded_cell_ids, self.epoch, lapsed)
             await asyncio.to_thread(self.claims.finish, self.epoch, sorted(stored))
             graded |= stored
         busy = set(taken.busy)
@@ -470,7 +471,7 @@ async def run_sweep(
         by_model[model] = order_cells(model_cells, order, config.seed)
     sweeps: list[ModelSweep] = []
     # Prompts only (--only-context) grade nothing: no claim is needed.
-    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s)
+    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
     heartbeat = asyncio.create_task(renew_claims(claims, logger)) if claims else None
     try:
         if by_model:
