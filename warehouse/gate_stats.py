@@ -1,8 +1,9 @@
-"""Gates judged on the warehouse: an epoch's answers from the ``results`` view, the previous
-epoch of the same config for ``max_drop``, and the warehouse's interval of a mean.
+"""Gates and serving changes judged on the warehouse: an epoch's answers from the ``results``
+view, the previous epoch of the same config, and the warehouse's interval of a mean.
 
-The one module that binds the pure gate evaluation (``needlescope.gate_eval``) to the
-warehouse's statistics: when those modules move, only the imports below change.
+The one module that binds the pure gate evaluation (``needlescope.gate_eval``) and the
+fingerprint comparison (``needlescope.fingerprint``) to the warehouse's statistics: when
+those modules move, only the imports below change.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from functools import partial
 import duckdb
 import polars as pl
 
+from needlescope import fingerprint
 from needlescope.gate_eval import RESULT_COLUMNS, evaluate_gates
 from needlescope.gate_results import MIN_ANSWERS, GateResult
 from needlescope.gates import GateModel, MaxDropGate
@@ -72,3 +74,35 @@ def evaluate_epoch(
         models=models,
         min_answers=min_answers,
     )
+
+
+def serving_changes(con: duckdb.DuckDBPyConnection, epoch: str) -> dict[str, list[str]]:
+    """Per model of ``epoch``: what changed in its serving fingerprint since its previous
+    epoch (of each probe it answered), as ``fingerprint.what_changed`` words it. Reads the
+    fingerprint columns the ``results`` view has; a model without a previous epoch is left
+    out."""
+    known = set(con.sql("SELECT * FROM results LIMIT 0").columns)
+    columns = ", ".join(f'"{c}"' for c in ("model", *fingerprint.COLUMNS) if c in known)
+    pairs = con.execute(
+        "SELECT DISTINCT model, probe FROM results WHERE epoch = $epoch ORDER BY model, probe",
+        {"epoch": epoch},
+    ).fetchall()
+    changes: dict[str, list[str]] = {}
+    for model, probe in pairs:
+        before = previous_epoch(con, model, epoch, probe=probe)
+        if before is None:
+            continue
+        sides = [
+            con.sql(
+                f"SELECT {columns} FROM results"
+                " WHERE epoch = $epoch AND model = $model AND probe = $probe",
+                params={"epoch": e, "model": model, "probe": probe},
+            )
+            .pl()
+            .iter_rows(named=True)
+            for e in (before, epoch)
+        ]
+        lines = fingerprint.what_changed(*(fingerprint.summarise(rows) for rows in sides))
+        found = changes.setdefault(model, [])
+        found += [line for line in lines if line not in found]
+    return changes

@@ -11,7 +11,12 @@ import pytest
 from needlescope.gate_results import FAILED, NOT_ENOUGH_DATA, PASSED, DropFigures, LengthFigure
 from needlescope.gates import parse_gates
 from needlescope.warehouse import significance as sig
-from needlescope.warehouse.gate_stats import epoch_results, evaluate_epoch, previous_results
+from needlescope.warehouse.gate_stats import (
+    epoch_results,
+    evaluate_epoch,
+    previous_results,
+    serving_changes,
+)
 from tests.warehouse.test_significance import Sweep, pattern
 
 GATES = parse_gates(
@@ -27,7 +32,8 @@ GATES = parse_gates(
 
 def two_nights(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     """Night e1: 12 cells at 1000 and 2000 tokens, every needle found. Night e2: the same
-    cells, half the needles found at 2000; one more cell failed, one reply truncated."""
+    cells, half the needles found at 2000; one more cell failed, one reply truncated; the
+    provider reports another model version."""
     sweep = Sweep(tmp_path)
     sweep.run("run-e1", "e1", day=0)
     sweep.run("run-e2", "e2", day=1)
@@ -37,6 +43,8 @@ def two_nights(tmp_path: Path) -> duckdb.DuckDBPyConnection:
             sweep.answer("m", "e2", length, pattern(4 if length == 1000 else 2), repeat=repeat)
     sweep.answer("m", "e2", 2000, None, repeat=12, error="timeout")
     sweep.answer("m", "e2", 1000, pattern(0), repeat=13, validity="truncated")
+    for row in sweep.rows[("answers", "m")]:
+        row["model_version"] = f"gemini-2.5-flash-00{1 if row['epoch'] == 'e1' else 2}"
     return sweep.connect()
 
 
@@ -97,3 +105,9 @@ def test_the_first_epoch_has_no_drop_to_judge(tmp_path: Path) -> None:
     assert {r.status for r in results if r.model == "absent"} == {NOT_ENOUGH_DATA}
     by_model = {r.model: r.status for r in evaluate_epoch(con, GATES[:1], "e1", models=["m", "x"])}
     assert by_model == {"m": PASSED, "x": NOT_ENOUGH_DATA}
+
+
+def test_what_changed_in_serving_since_the_previous_epoch(tmp_path: Path) -> None:
+    con = two_nights(tmp_path)
+    assert serving_changes(con, "e2") == {"m": ["model version gemini-2.5-flash-001 → -002"]}
+    assert serving_changes(con, "e1") == {}
