@@ -119,7 +119,7 @@ class Fields:
         return self.data.get(name)
 
     def _missing(self, name: str) -> NoReturn:
-        self.fail(f'no field "{name}"')
+        self.fail(f'field "{name}" is null' if name in self.data else f'no field "{name}"')
 
     def _wrong(self, name: str, expected: str) -> NoReturn:
         self.fail(f'field "{name}" must be {expected}, not {shown(self.data.get(name))}')

@@ -16,6 +16,7 @@ judgments.
 
 from __future__ import annotations
 
+import glob
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +115,7 @@ def _detail(folder: Path | None, stem: str | None, response: str) -> _Detail | N
     if folder is None or stem is None or not folder.is_dir():
         return None
     found: list[_Detail] = []
-    for log in sorted(folder.glob(f"log_{glob_escape(stem)}_*.jsonl")):
+    for log in sorted(folder.glob(f"log_{glob.escape(stem)}_*.jsonl")):
         for line, data in jsonl(log):
             fields = Fields.of(data, Source(str(log), line=line))
             found.append(
@@ -128,10 +129,6 @@ def _detail(folder: Path | None, stem: str | None, response: str) -> _Detail | N
     matching = [d for d in found if d.answer == response]
     chosen = matching or found
     return chosen[-1] if chosen else None
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def _mode(run: str, detail: _Detail | None) -> Literal["llm", "rag"]:

@@ -141,7 +141,7 @@ def test_a_reply_without_a_list_scores_zero() -> None:
         (line(reference_counting_results=[]), "is empty: no star to count"),
         (line(reference_counting_results=[1, "2"]), "must be a list of whole numbers"),
         (line(sky_size="4000"), 'field "sky_size" must be a whole number, not "4000"'),
-        (line(answer=None), 'no field "answer"'),
+        (line(answer=None), 'field "answer" is null'),
         (line(parameters=[1]), 'field "parameters" must be an object, not list'),
         ('{"answer": "x",', "not JSON (Expecting"),
         ("[1, 2]", "expected a JSON object, found a list"),

@@ -161,7 +161,7 @@ def test_one_test_twice_is_refused(tmp_path: Path) -> None:
         (one_test(score=True), 'field "score" must be a number, not true'),
         (one_test(depth_percent=140), "depth_percent must be between 0 and 100, not 140"),
         (one_test(context_length=0), 'field "context_length" must be at least 1, not 0'),
-        (one_test(model_response=None), 'no field "model_response"'),
+        (one_test(model_response=None), 'field "model_response" is null'),
         (one_test(needle=[1]), 'field "needle" must be a list of texts, not list'),
         (one_test(test_timestamp_utc="yesterday"), 'field "test_timestamp_utc" must be a date'),
         (one_test(test_timestamp_utc="2024-01-01 10:00:00"), "with its UTC offset"),

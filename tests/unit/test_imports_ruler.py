@@ -141,9 +141,9 @@ def test_one_sample_twice_is_refused(tmp_path: Path) -> None:
     ("row", "problem"),
     [
         (sample(outputs=[]), 'field "outputs" is empty'),
-        (sample(outputs=None), 'no field "outputs"'),
+        (sample(outputs=None), 'field "outputs" is null'),
         (sample(outputs=["a", None]), 'field "outputs" must be a list of texts'),
-        (sample(pred=None), 'no field "pred"'),
+        (sample(pred=None), 'field "pred" is null'),
         (sample(pred=["x"]), 'field "pred" must be text, not list'),
         (sample(index="7"), 'field "index" must be a whole number, not "7"'),
         (sample(others={"id": [1]}), 'field "others.id" must be text or a whole number'),
