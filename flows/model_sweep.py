@@ -106,10 +106,11 @@ class ModelSweep:
         ids = [c.cell_id for c in batch]
         taken = await asyncio.to_thread(self.claims.take, self.epoch, ids)
         graded = set(taken.graded)
-        if taken.lapsed:  # a crashed run may have stored the answer before it could say so
-            stored = await asyncio.to_thread(
-                self.warehouse.graded_cell_ids, self.epoch, taken.lapsed
-            )
+        # A crashed run may have stored the answer before it could say so (a cell resent on
+        # purpose has an answer already: it is sent again).
+        lapsed = [c for c in taken.lapsed if c not in self.claims.resend]
+        if lapsed:
+            stored = await asyncio.to_thread(self.warehouse.graded_cell_ids, self.epoch, lapsed)
             await asyncio.to_thread(self.claims.finish, self.epoch, sorted(stored))
             graded |= stored
         busy = set(taken.busy)

@@ -143,7 +143,7 @@ async def run_sweep(
     progress = shown_progress() or LogProgress(logger)
     progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
     # Prompts only (--only-context) grade nothing: no claim is needed.
-    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s)
+    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
     try:
         run = _Run(config, store, run_id, epoch, progress, claims)
         sweeps = await run.claiming(plan, only_context, resend, logger)

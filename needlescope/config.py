@@ -6,7 +6,6 @@ Every error is reported as one line naming the file and the field, before Prefec
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from needlescope.config_errors import FIELD_FIRST, format_location, one_line
 from needlescope.config_models import (
     NAME_PATTERN,
     Frozen,
@@ -252,17 +252,6 @@ class SweepConfig(Frozen):
         raise KeyError(name)
 
 
-def _format_location(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc if not str(part).startswith("function-"))
-
-
-_FIELD_FIRST = re.compile(r"([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_]+)*): ")
-
-
-def one_line(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
-
-
 def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
@@ -270,12 +259,12 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
         return SweepConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        location = _format_location(tuple(first["loc"]))
+        location = format_location(tuple(first["loc"]))
         message = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden":
             message = "unknown field"
         # A check across fields names its field first ("regions: ..."): part of the location.
-        if (named := _FIELD_FIRST.match(message)) and first["type"] == "value_error":
+        if (named := FIELD_FIRST.match(message)) and first["type"] == "value_error":
             location = ".".join(p for p in (location, named[1]) if p)
             message = message[named.end() :]
         where = f"{source}: {location}: " if location else f"{source}: "

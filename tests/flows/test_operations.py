@@ -63,11 +63,23 @@ probes:
 """
 
 
+class _Patient(httpx.Client):
+    """The UI's client: a 503 (the server busy, as on a loaded 2-core machine) is asked again."""
+
+    def request(self, *args: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
+        for _ in range(10):
+            response = super().request(*args, **kwargs)
+            if response.status_code != 503:
+                return response
+            time.sleep(1)
+        return response
+
+
 class Api:
     """The few Prefect REST calls the UI makes, done the same way."""
 
     def __init__(self, url: str) -> None:
-        self.client = httpx.Client(base_url=url, timeout=30)
+        self.client = _Patient(base_url=url, timeout=30)
 
     def deployment(self, flow: str, name: str) -> dict[str, Any]:
         response = self.client.get(f"/deployments/name/{flow}/{name}")

@@ -28,6 +28,20 @@ def test_a_claimed_cell_is_busy_for_others_until_finished(tmp_path: Path) -> Non
     assert second.take("other-epoch", CELLS[:5]).mine == CELLS[:5]  # epochs are apart
 
 
+def test_a_run_resending_graded_cells_claims_them_and_others_still_wait(tmp_path: Path) -> None:
+    first = Claims(tmp_path, "r1", 60)
+    first.take("e", CELLS[:6])
+    first.finish("e", graded=CELLS[:6])
+    rerun = Claims(tmp_path, "r2", 60, resend=CELLS[:3])  # rerun --validity of three of them
+    taken = rerun.take("e", CELLS[:6])
+    assert taken.mine == CELLS[:3] and taken.graded == CELLS[3:6]
+    # While the rerun sends them, another run of the epoch waits for them, then skips them.
+    other = Claims(tmp_path, "r3", 60)
+    assert other.take("e", CELLS[:3]).busy == CELLS[:3]
+    rerun.finish("e", graded=CELLS[:3])
+    assert other.take("e", CELLS[:3]).graded == CELLS[:3]
+
+
 def test_held_names_what_a_run_still_holds(tmp_path: Path) -> None:
     run = Claims(tmp_path, "r1", 60)
     run.take("e", CELLS[:4])

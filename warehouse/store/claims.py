@@ -22,7 +22,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,10 +80,14 @@ class Taken:
 class Claims:
     """One run's claims on the cells of a warehouse (see the module's docstring)."""
 
-    def __init__(self, root: Path, run_id: str, timeout_s: float) -> None:
+    def __init__(
+        self, root: Path, run_id: str, timeout_s: float, resend: Collection[str] = ()
+    ) -> None:
         self.path = root / CLAIMS_FILE
         self.run_id = run_id
         self.timeout_s = timeout_s
+        # Cells this run sends again although graded (rerun --validity): claimed like free ones.
+        self.resend = frozenset(resend)
         self.holder = f"{run_id}:{uuid.uuid4().hex[:8]}"
         self.host = host_identity()
         self.pid = os.getpid()
@@ -131,9 +135,9 @@ class Claims:
                 mine = []
                 for cell in chunk:
                     state, holder, host, pid, expires = found.get(cell, ("free",) + (None,) * 4)
-                    if state == "graded":
+                    if state == "graded" and cell not in self.resend:
                         taken.graded.append(cell)
-                    elif state == "free" or holder == self.holder:
+                    elif state in ("graded", "free") or holder == self.holder:
                         mine.append(cell)
                     elif self._lapsed(host, pid, expires, now):
                         mine.append(cell)

@@ -1,0 +1,110 @@
+"""Effective context length, two ways, over a table of (length, mean score) pairs.
+
+* RULER's absolute rule (Hsieh et al., 2024, "RULER: What's the Real Context Size of Your
+  Long-Context Language Models?", §4): the longest length whose mean score is at least a
+  threshold there and at every shorter length tested. RULER's threshold is 85.6, Llama-2-7B's
+  score at 4K.
+* NoLiMa's relative rule (Modarressi et al., ICML 2025, "NoLiMa: Long-Context Evaluation
+  Beyond Literal Matching"): the longest context where the model keeps at least 85% of its
+  own base score, its accuracy at short contexts (NoLiMa's 250, 500 and 1K tokens). The same
+  "there and at every shorter length" reading of "keeps" applies.
+
+Scores are 0–100. A length whose mean is missing (None or NaN: no graded answer) fails, as in
+``warehouse/significance.py``. Applied to an interval's bounds instead of the means, the same
+rules give the effective length's interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+RULER_THRESHOLD = 85.6
+NOLIMA_RATIO = 0.85
+NOLIMA_BASE_LENGTHS: tuple[int, ...] = (250, 500, 1000)
+NOLIMA_FALLBACK_COUNT = 3
+
+Table = Mapping[int, float | None] | Iterable[tuple[int, float | None]]
+
+
+def _rows(table: Table) -> list[tuple[int, float | None]]:
+    """The table sorted by length, a missing or NaN mean as None; one row per length."""
+    items = list(table.items() if isinstance(table, Mapping) else table)
+    lengths = [length for length, _ in items]
+    if len(set(lengths)) != len(lengths):
+        raise ValueError("the table has several rows for one length: pool them first")
+    return sorted(
+        (length, None if mean is None or math.isnan(mean) else float(mean))
+        for length, mean in items
+    )
+
+
+def longest_sustained(table: Table, threshold: float) -> int | None:
+    """The longest length whose mean is >= ``threshold`` there and at every shorter length;
+    None when the shortest length already fails (or the table is empty)."""
+    best: int | None = None
+    for length, mean in _rows(table):
+        if mean is None or mean < threshold:
+            break
+        best = length
+    return best
+
+
+def ruler_effective_length(table: Table, threshold: float = RULER_THRESHOLD) -> int | None:
+    """RULER's effective length: ``longest_sustained`` at an absolute threshold."""
+    return longest_sustained(table, threshold)
+
+
+@dataclass(frozen=True)
+class BaseScore:
+    """NoLiMa's base score: the mean of the means at ``lengths``; ``fallback`` when none of the
+    base lengths was tested and the shortest lengths stood in for them."""
+
+    score: float
+    lengths: tuple[int, ...]
+    fallback: bool
+
+
+def nolima_base_score(
+    table: Table,
+    base_lengths: Sequence[int] = NOLIMA_BASE_LENGTHS,
+    fallback_count: int = NOLIMA_FALLBACK_COUNT,
+) -> BaseScore | None:
+    """The unweighted mean of the means at those of ``base_lengths`` that have one. When none
+    has (a grid that starts higher, or lengths in another unit), the mean at the
+    ``fallback_count`` shortest lengths that have one: NoLiMa's three shortest, generalised.
+    None when no length has a mean."""
+    scored = [(length, mean) for length, mean in _rows(table) if mean is not None]
+    chosen = [(length, mean) for length, mean in scored if length in set(base_lengths)]
+    fallback = not chosen
+    if fallback:
+        chosen = scored[:fallback_count]
+    if not chosen:
+        return None
+    means = [mean for _, mean in chosen]
+    return BaseScore(math.fsum(means) / len(means), tuple(length for length, _ in chosen), fallback)
+
+
+@dataclass(frozen=True)
+class RelativeLength:
+    """NoLiMa's effective length, with the threshold it used (``ratio`` × base score)."""
+
+    length: int | None
+    threshold: float
+    base: BaseScore
+
+
+def nolima_effective_length(
+    table: Table,
+    ratio: float = NOLIMA_RATIO,
+    base_lengths: Sequence[int] = NOLIMA_BASE_LENGTHS,
+    fallback_count: int = NOLIMA_FALLBACK_COUNT,
+) -> RelativeLength | None:
+    """NoLiMa's effective length: ``longest_sustained`` at ``ratio`` × the model's base score
+    (see ``nolima_base_score``); None when no length has a mean."""
+    base = nolima_base_score(table, base_lengths, fallback_count)
+    if base is None:
+        return None
+    threshold = ratio * base.score
+    return RelativeLength(longest_sustained(table, threshold), threshold, base)
