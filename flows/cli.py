@@ -15,10 +15,11 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
-from needlescope.flows import cli_grade, cli_ops
+from needlescope.flows import cli_gates, cli_grade, cli_ops
 from needlescope.flows.cli_common import (
     EXIT_BUDGET_SPENT,
     EXIT_CELLS_FAILED,
+    EXIT_GATE_FAILED,
     ReportDirOption,
     ReportOption,
     WarehouseOption,
@@ -184,6 +185,9 @@ def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -
             "again (with a larger budget) to finish the epoch.",
             EXIT_BUDGET_SPENT,
         )
+    if failed := [g for g in summary.get("gates") or [] if g.get("status") == "failed"]:
+        more = f" (and {len(failed) - 1} more failed gates)" if len(failed) > 1 else ""
+        raise fail(str(failed[0]["message"]) + more, EXIT_GATE_FAILED)
     if summary.get("cells_failed"):
         run_id = summary.get("run_id", "RUN_ID")
         raise fail(
@@ -223,6 +227,7 @@ for command in (cli_ops.plan, cli_ops.serve, cli_ops.server, cli_ops.deploy, cli
 for command in (cli_ops.compact, cli_ops.report, cli_grade.grade):
     app.command()(command)
 app.command("import-legacy")(cli_ops.import_legacy)
+app.command()(cli_gates.gates)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 console = Console(stderr=True)
 
 EXIT_OK, EXIT_CELLS_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET_SPENT = 0, 1, 2, 3
+EXIT_GATE_FAILED = 4  # needlescope.gate_results.GATE_FAILED_EXIT
 
 WarehouseOption = Annotated[
     Path | None,

@@ -104,12 +104,23 @@ CronOption = Annotated[
 ]
 
 
-def _checked_configs(config_paths: list[Path]) -> None:
+def _checked_configs(config_paths: list[Path]) -> list[Any]:
     from needlescope.config_file import load_config
 
     try:
-        for path in config_paths:
-            load_config(path)
+        return [load_config(path) for path in config_paths]
+    except NeedlescopeError as exc:
+        raise fail(str(exc)) from None
+
+
+def _ensure_alerts(configs: list[Any]) -> None:
+    """The automations sending each config's alerts to its ``notify`` block, on the server."""
+    if not any(c.notify for c in configs):
+        return
+    from needlescope.flows.alerts import ensure_alerts
+
+    try:
+        asyncio.run(ensure_alerts(configs, log=lambda line: console.print(escape(line))))
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 
@@ -134,8 +145,10 @@ def serve(
 ) -> None:
     """Serve the nightly deployments of CONFIGS and `rerun-failed` from this process (runs
     from the UI, the API or their schedules), against $PREFECT_API_URL."""
-    _checked_configs(config_paths)
+    configs = _checked_configs(config_paths)
     prefect_environment()
+    if os.environ.get("PREFECT_API_URL"):  # automations live on a server, not the ephemeral API
+        _ensure_alerts(configs)
     _serve(config_paths, cron, warehouse)
 
 
@@ -148,11 +161,12 @@ def server(
     """Start a Prefect server (UI included) on 127.0.0.1 and serve the deployments on it."""
     from needlescope.flows.local_server import running_prefect_server
 
-    _checked_configs(config_paths)
+    configs = _checked_configs(config_paths)
     prefect_environment()
     with running_prefect_server(port, log=console.print) as api_url:
         os.environ["PREFECT_API_URL"] = api_url
         console.print(f"Prefect UI: [bold]{api_url.removesuffix('/api')}[/]  (Ctrl-C stops)")
+        _ensure_alerts(configs)
         _serve(config_paths, cron, warehouse)
 
 
@@ -167,9 +181,11 @@ def deploy(
     warehouse: WarehouseOption = None,
 ) -> None:
     """Register the deployments on a work pool; `prefect worker start --pool POOL` runs them."""
-    _checked_configs(config_paths)
+    configs = _checked_configs(config_paths)
     prefect_environment()
     from needlescope.flows.deployments import deploy_to_pool, deployments_for
+
+    _ensure_alerts(configs)
 
     deployments = deployments_for(
         config_paths,

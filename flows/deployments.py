@@ -48,10 +48,30 @@ def nightly_deployment(
         parameters=parameters,
         schedule=schedule,
         tags=["needlescope", f"config:{config.name}"],
-        description=config.description or f"needlescope sweep of {path.name}",
+        description=describe(
+            config,
+            path,
+            cron or config.schedule.cron,
+            "UTC" if cron else config.schedule.timezone,
+        ),
         work_pool_name=work_pool,
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
+
+
+def describe(config: SweepConfig, path: Path, cron: str, timezone: str) -> str:
+    """The deployment's description in the UI: the config's own, then when it runs (with its
+    time zone), its gates and where their alerts go."""
+    state = "" if config.schedule.active else " (paused)"
+    lines = [
+        config.description or f"needlescope sweep of {path.name}",
+        "",
+        f"- schedule: `{cron}` in time zone {timezone}{state}",
+        "- gates: " + ("; ".join(g.label for g in config.gates) if config.gates else "none"),
+        "- notify: "
+        + (f"notification block `{config.notify.block}`" if config.notify else "nobody"),
+    ]
+    return "\n".join(lines)
 
 
 def rerun_deployment(

@@ -45,6 +45,9 @@ def running_prefect_server(
     server_env = dict(env if env is not None else os.environ)
     server_env.pop("PREFECT_API_URL", None)
     server_env["PREFECT_UI_ENABLED"] = "true" if ui else "false"
+    # Unset, the UI's API URL is made from PREFECT_SERVER_API_PORT (4200), not from --port.
+    server_env.pop("PREFECT_UI_API_URL", None)
+    server_env["PREFECT_SERVER_UI_API_URL"] = api_url
     output = log_path.open("w") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
         [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

@@ -9,6 +9,7 @@ from prefect.states import Completed, Failed, State
 from needlescope.config import SweepConfig
 from needlescope.flows.model_sweep import ModelSweep
 from needlescope.flows.run_cells import Plan
+from needlescope.flows.run_gates import judge_and_alert
 from needlescope.warehouse.store import Warehouse, rows
 
 
@@ -58,11 +59,15 @@ def finish_run(
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
     summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
+    gate_failed = None if only_context else judge_and_alert(config, store, epoch, summary, logger)
     if config.compact:
         compact_warehouse(store, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
     message = json.dumps(summary)
+    if gate_failed:
+        also = f"; {summary['cells_failed']} cells failed" if summary["cells_failed"] else ""
+        return Failed(message=f"{gate_failed}{also}", data=summary)
     if summary["cells_failed"]:
         return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
     if "nothing_measured" in summary:

@@ -29,6 +29,7 @@ from needlescope.flows.progress import LogProgress, ProgressSink, shown_progress
 from needlescope.flows.run_cells import Plan, helper_models, plan_run, uses_prefix_order
 from needlescope.flows.run_end import finish_run
 from needlescope.flows.secrets import secret_api_keys
+from needlescope.flows.serving import local_serving
 from needlescope.providers.open import check_offline_lengths, open_provider
 from needlescope.tasks.contexts import ContextBuilder, Embedders
 from needlescope.tasks.query import Asker
@@ -88,7 +89,10 @@ async def open_runtime(
         builder = ContextBuilder(
             config, providers, probe_of=dict(probe_of or {}), embedders=Embedders(config, stack)
         )
-        with running(Runtime(providers, builder, rate_limits=dict(rate_limits or {}))) as runtime:
+        # Hashing a new GGUF file takes seconds per gigabyte: off the event loop.
+        serving = {} if offline else await asyncio.to_thread(local_serving, providers)
+        runtime = Runtime(providers, builder, rate_limits=dict(rate_limits or {}), serving=serving)
+        with running(runtime):
             yield runtime
 
 

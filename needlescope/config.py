@@ -39,6 +39,7 @@ from needlescope.config_probes import (
     RecallProbe,
 )
 from needlescope.errors import ConfigError
+from needlescope.gates import Gate, Notify, check_gate_probes
 
 BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 
@@ -159,6 +160,10 @@ class SweepConfig(Frozen):
     # A sweep holds a claim on each cell it works on (warehouse/claims.py), renewed while it
     # lives; a crashed sweep's claims lapse after this many seconds (at once on this machine).
     claim_timeout_s: float = Field(default=120.0, ge=1, le=86_400)
+    # Regression gates judged per model when a sweep ends (needlescope.gates), and the Prefect
+    # notification block their alerts go to.
+    gates: list[Gate] = Field(default_factory=list)
+    notify: Notify | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -229,6 +234,7 @@ class SweepConfig(Frozen):
                 name = getattr(probe, role, None)
                 if name is not None and name not in names:
                     raise ValueError(f"probes.{index}.{role}: unknown model {name!r}")
+        check_gate_probes(self.gates, [p.probe for p in self.probes])
         return self
 
     def filler_spec(self, name: str) -> FillerSpec:

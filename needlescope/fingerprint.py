@@ -83,6 +83,17 @@ def served_by(reply: Mapping[str, Any]) -> ServedBy:
     )
 
 
+def serving_fingerprint(reply: Any, body: Mapping[str, Any]) -> Fingerprint:
+    """The fingerprint a provider knows of one reply: who served it and the sampling sent."""
+    served = served_by(reply) if isinstance(reply, Mapping) else ServedBy(None, None, None)
+    return Fingerprint(
+        model_version=served.model_version,
+        system_fingerprint=served.system_fingerprint,
+        service_tier=served.service_tier,
+        sampling=sampling_sent(body),
+    )
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 

@@ -150,6 +150,15 @@ Gate = Annotated[
     Discriminator(_kind_of),
     BeforeValidator(_one_limit),
 ]
+
+
+class Notify(Frozen):
+    """``notify: {block: my-slack-webhook}``: the Prefect notification block (any kind: Slack,
+    e-mail, a generic webhook) that failed gates and failed cells are sent to."""
+
+    block: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=100)]
+
+
 _GATES: TypeAdapter[list[GateModel]] = TypeAdapter(list[Gate])
 
 

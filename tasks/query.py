@@ -5,7 +5,7 @@ within each model's concurrency, pacing and the sweep's budget."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import task
@@ -18,6 +18,7 @@ from prefect.utilities.annotations import quote
 from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
+from needlescope.fingerprint import Fingerprint
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.runtime import current
@@ -63,7 +64,10 @@ async def query_model(
         await rate_limit(names)
     if purpose == "answer":
         runtime.attempts[cell_id] += 1
-    return await runtime.providers[model].complete(request)
+    reply = await runtime.providers[model].complete(request)
+    if serving := runtime.serving.get(model):
+        reply = replace(reply, fingerprint=replace(reply.fingerprint or Fingerprint(), **serving))
+    return reply
 
 
 def request_for(context: Context, config: SweepConfig) -> ChatRequest:

@@ -28,6 +28,9 @@ class Runtime:
     rate_limits: dict[str, list[str]] = field(default_factory=dict)
     # Requests sent per cell in this run: retries included, cache hits excluded.
     attempts: Counter[str] = field(default_factory=Counter)
+    # What serves each local model (GGUF, chat template and llama.cpp hashes and version),
+    # added to its replies' fingerprints (flows/serving.py).
+    serving: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 T = TypeVar("T")

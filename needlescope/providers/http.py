@@ -20,12 +20,14 @@ import json
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import aiohttp
 from yarl import URL
 
 from needlescope.errors import ProviderError
+from needlescope.fingerprint import serving_fingerprint
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.reasoning import DEFAULT_REASONING_BUDGET, reasoning_allowance
@@ -138,6 +140,7 @@ class HttpProvider(abc.ABC):
         body = self.request_body(request)
         status, data, latency_s = await self._send(self._complete_url(), body)
         reply = self._reply(status, data, latency_s)
+        reply = replace(reply, fingerprint=serving_fingerprint(data, body))
         if reply.thought:
             self.reasoning = True  # it thinks: later requests leave it room to
         return reply

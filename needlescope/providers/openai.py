@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from needlescope.errors import ProviderError
+from needlescope.fingerprint import served_by
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, wait_until
@@ -194,7 +195,8 @@ class OpenAIProvider(HttpProvider):
                 _dict(usage.get("completion_tokens_details")).get("reasoning_tokens")
             ),
             latency_s=latency_s,
-            model_version=data.get("system_fingerprint") or data.get("model"),
+            # The model that answered; its backend (system_fingerprint) is the fingerprint's.
+            model_version=served_by(data).model_version,
             cached_tokens=cached,
             reasoned=bool(thinking.strip()),
         )

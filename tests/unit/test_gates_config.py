@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from needlescope import config as config_module
 from needlescope.errors import ConfigError
 from needlescope.gates import (
-    Gate,
     MaxDropGate,
     MaxFailedCellsGate,
     MaxInvalidRateGate,
@@ -154,30 +153,48 @@ def test_a_bad_gate_is_one_line_naming_the_field(data: Any, expected: str) -> No
     assert "\n" not in str(caught.value)
 
 
-class _WithGates(config_module.SweepConfig):
-    """SweepConfig as phase 2 wires it: a ``gates`` list beside the rest."""
-
-    gates: list[Gate] = Field(default_factory=list)
-
-
 CONFIG: dict[str, Any] = {
     "name": "nightly",
     "models": [{"name": "smol", "provider": "local"}],
-    "probes": [{"probe": "recall", "lengths": [400], "needle_counts": [2]}],
+    "probes": [
+        {"probe": "recall", "lengths": [400], "needle_counts": [2]},
+        {"probe": "counting_stars", "stars": 4, "steps": 1, "max_length": 1000},
+    ],
 }
 
 
-def test_inside_a_config_the_errors_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inside_a_config_the_errors_read_the_same() -> None:
     """Through config.parse_config, a gate's mistake is located as parse_gates locates it."""
-    monkeypatch.setattr(config_module, "SweepConfig", _WithGates)
     parsed = config_module.parse_config({**CONFIG, "gates": ISSUE_GATES}, "nightly.yaml")
-    assert [g.label for g in parsed.gates] == [g.label for g in parse_gates(ISSUE_GATES)]  # type: ignore[attr-defined]
+    assert [g.label for g in parsed.gates] == [g.label for g in parse_gates(ISSUE_GATES)]
     for data, expected in BAD[:2] + BAD[4:]:
         if not isinstance(data, list):
             continue
         with pytest.raises(ConfigError) as caught:
             config_module.parse_config({**CONFIG, "gates": data}, "c.yaml")
         assert str(caught.value) == expected
+
+
+def test_a_config_refuses_a_gate_about_a_probe_it_does_not_run_and_a_bad_block() -> None:
+    with pytest.raises(ConfigError) as caught:
+        config_module.parse_config(
+            {**CONFIG, "gates": [{"probe": "goto", "min_accuracy": 50}]}, "c.yaml"
+        )
+    assert str(caught.value) == (
+        "c.yaml: gates.0.probe: the config runs no probe 'goto'; it runs counting_stars, recall"
+    )
+    parsed = config_module.parse_config({**CONFIG, "notify": {"block": "my-slack-webhook"}})
+    assert parsed.notify is not None and parsed.notify.block == "my-slack-webhook"
+    assert parsed.gates == []
+    with pytest.raises(ConfigError) as caught:
+        config_module.parse_config({**CONFIG, "notify": {"block": "My Slack"}}, "c.yaml")
+    assert str(caught.value) == (
+        "c.yaml: notify.block: String should match pattern '^[a-z0-9][a-z0-9-]*$'"
+    )
+    # A config keeps its gates through the JSON a run stores (needlescope gates reads it).
+    stored = config_module.parse_config({**CONFIG, "gates": ISSUE_GATES})
+    again = config_module.SweepConfig.model_validate_json(stored.model_dump_json())
+    assert again.gates == stored.gates
 
 
 def test_a_gate_about_a_probe_the_config_does_not_run_is_refused() -> None:

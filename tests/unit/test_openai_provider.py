@@ -67,7 +67,12 @@ async def test_success_parses_reply_and_sends_the_request(server):
     assert reply.prompt_tokens == (2 + 3) + (5 + 3)  # the fake counts words + 3 per message
     assert reply.completion_tokens == 5
     assert reply.reasoning_tokens == 0
-    assert reply.model_version == "fp_fake"
+    # The model that answered; its backend's system_fingerprint is the serving fingerprint's.
+    assert reply.model_version == "gpt-test"
+    assert reply.fingerprint is not None
+    assert reply.fingerprint.model_version == "gpt-test"
+    assert reply.fingerprint.system_fingerprint == "fp_fake"
+    assert reply.fingerprint.sampling == '{"max_tokens":50,"seed":7,"temperature":0.0}'
     assert 0 < reply.latency_s < 5
     assert server.last_body == {
         "model": "gpt-test",

@@ -14,10 +14,12 @@ from typing import Any, NamedTuple
 from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
+from needlescope.fingerprint import Fingerprint
 from needlescope.grading.recall import RecallGrade, analyze_errors
 from needlescope.judge import disagreement
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables
+from needlescope.prompt_hashes import template_sha256
 from needlescope.providers.base import Reply
 from needlescope.text import storable_values
 from needlescope.validity import validity_of
@@ -172,10 +174,30 @@ def graded_row(
             "model_version": reply.model_version,
             "truncated": reply.finish_reason in TRUNCATED_REASONS,
             "cost_usd": cost,
+            **serving_columns(context.cell, reply),
         }
     )
     row["response_repaired"] = repaired or fixed
     return row
+
+
+# The fingerprint's columns of an answer (schema step 8); its model_version has a column of
+# old, and its prompt_version is the cell's.
+SERVING_COLUMNS = (
+    "system_fingerprint",
+    "service_tier",
+    "sampling",
+    "template_sha256",
+    "gguf_sha256",
+    "chat_template_sha256",
+    "llama_cpp",
+)
+
+
+def serving_columns(cell: Cell, reply: Reply) -> dict[str, str | None]:
+    found = (reply.fingerprint or Fingerprint()).to_row()
+    found["template_sha256"] = template_sha256(cell.prompt_version)
+    return {k: found[k] for k in SERVING_COLUMNS}
 
 
 def judge_row(verdict: Mapping[str, Any], keyword_accuracy: float | None) -> dict[str, Any]:

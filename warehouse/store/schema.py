@@ -31,6 +31,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "cells.depth: a needle case's depth percent, a column of its own (its region is the"
         " cell's own again; the cells view reads older rows' depth from their facts)",
     ),
+    (
+        8,
+        "serving-fingerprint",
+        "answers.system_fingerprint, service_tier, sampling, template_sha256, gguf_sha256,"
+        " chat_template_sha256 and llama_cpp: what served each answer (needlescope.fingerprint)",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -143,6 +149,16 @@ ANSWERS = pa.schema(
         # The reply (or a value read from it) held what UTF-8 cannot encode, such as a lone
         # surrogate from a JSON "\ud800": stored with U+FFFD in its place.
         ("response_repaired", pa.bool_()),
+        # What served the answer (needlescope.fingerprint; schema step 8): the provider's
+        # backend and tier, the sampling settings sent (canonical JSON), the prompt template's
+        # hash, and for the local model its GGUF file, chat template and llama.cpp version.
+        ("system_fingerprint", pa.string()),
+        ("service_tier", pa.string()),
+        ("sampling", pa.string()),
+        ("template_sha256", pa.string()),
+        ("gguf_sha256", pa.string()),
+        ("chat_template_sha256", pa.string()),
+        ("llama_cpp", pa.string()),
     ]
 )
 

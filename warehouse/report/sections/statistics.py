@@ -31,6 +31,7 @@ from needlescope.warehouse.report.html import (
     table,
 )
 from needlescope.warehouse.stats import accuracy, drift, intervals
+from needlescope.warehouse.stats.gates import serving_changes
 from needlescope.warehouse.store import figures
 
 MAX_UNSTABLE_ROWS = 100
@@ -160,6 +161,8 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
     try:
         epoch = latest_epoch(con, probe)
         summary = drift.drift_summary(con, epoch, seed, probe=probe) if epoch else []
+        # What changed in what served each model: the likely cause of a drift beside it.
+        changes = serving_changes(con, epoch) if epoch else {}
     except (duckdb.Error, ValueError) as exc:
         return failed("drift", exc)
     if not summary:
@@ -179,6 +182,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
                 interval(d["lo"], d["hi"], sep=" to "),
                 p_value(d["mcnemar_p"]),
                 "drift" if d["drift"] else "",
+                "; ".join(changes.get(d["model"], [])),
             ]
         )
         classes.append("drift" if d["drift"] else "")
@@ -194,8 +198,9 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
         "95% interval",
         "McNemar p",
         "flag",
+        "serving changes",
     ]
-    numeric = [False, False, False, True, True, True, True, True, True, True, False]
+    numeric = [False, False, False, True, True, True, True, True, True, True, False, False]
     return table(
         headers, rows, numeric=numeric, row_classes=classes, table_id=f"drift-{anchor(probe)}"
     )
@@ -255,7 +260,9 @@ def section(
         "counts pooled); its range applies the same rule to the lower and upper bounds of each "
         "length's bootstrap 95% interval. <b>Drift</b>: each model's answers in the latest epoch "
         "against the previous epoch of the same config, paired by cell; flagged when the paired "
-        "bootstrap 95% interval of the difference excludes 0. <b>Unstable cells</b>: cell "
+        "bootstrap 95% interval of the difference excludes 0; beside it, what changed in what "
+        "served the model (its version, backend, sampling sent, prompt template, local model "
+        "file, chat template, llama.cpp). <b>Unstable cells</b>: cell "
         f"configs whose parsed answers (repeats and epochs) span more than {spread:g} accuracy "
         "points. All of them are over valid answers: an answer that was truncated, ran out of "
         "thinking budget, was refused or filtered is counted apart (invalid), never as a "
