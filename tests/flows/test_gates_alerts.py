@@ -20,6 +20,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+from needlescope.warehouse.store import Warehouse
 from tests.flows.test_operations import ENV, Api, perfect_answer
 from tests.support.openai_server import FakeOpenAIServer
 
@@ -68,7 +69,7 @@ class Receiver:
 
 
 def config_text(base_url: str, name: str) -> str:
-    # 10 cells at one length: exactly the answers a gate needs to judge.
+    # 12 cells at one length: a gate judges 10 answers or more.
     return f"""
 name: {name}
 seed: 3
@@ -87,7 +88,7 @@ probes:
     length_unit: chars
     needle_counts: [1, 3]
     fillers: [pattern]
-    repeats: 5
+    repeats: 6
 gates:
   - {{probe: recall, min_accuracy: 90}}
 notify: {{block: {BLOCK}}}
@@ -137,7 +138,8 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
     api = Api(api_url)
     save_webhook_block(cli.env, receiver.url)
     name = "gated"
-    with FakeOpenAIServer(wrong_answer, seed=5) as model:
+    # Every answer wrong, and the first request fails: one failed cell.
+    with FakeOpenAIServer(wrong_answer, script=["server_error"], seed=5) as model:
         config = write_config(config_text(model.base_url, name))
         wh = tmp_path / "wh"
         for _ in range(2):  # the automation is created once, then kept
@@ -166,7 +168,8 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
         "fake",
         "failed",
     )
-    assert entry["figures"][0]["answers"] == 10 and entry["figures"][0]["mean"] == 0.0
+    assert entry["figures"][0]["answers"] == 11 and entry["figures"][0]["mean"] == 0.0
+    assert summary["cells_failed"] == 1
     runs = httpx.post(
         f"{api_url}/flow_runs/filter",
         json={"flow_runs": {"state": {"type": {"any_": ["FAILED"]}}}, "sort": "START_TIME_DESC"},
@@ -175,13 +178,29 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
     messages = [r["state"]["message"] or "" for r in runs]
     assert any(m.startswith("gate recall min_accuracy 90 failed: model fake") for m in messages)
 
-    wait_for_posts(receiver, 1)
-    assert len(receiver.posts) == 1, receiver.posts
-    post = receiver.posts[0]
-    assert post["subject"] == f"needlescope {name}: needlescope.gate.failed"
-    assert "gate recall min_accuracy 90 failed: model fake" in post["body"]
-    figures = json.loads(post["body"].split("figures: ", 1)[1].split("\n", 1)[0])
-    assert figures[0]["answers"] == 10 and figures[0]["length"] == 500
+    wait_for_posts(receiver, 2)
+    assert len(receiver.posts) == 2, receiver.posts
+    posts = {p["subject"]: p["body"] for p in receiver.posts}
+    body = posts[f"needlescope {name}: needlescope.gate.failed"]
+    assert "gate recall min_accuracy 90 failed: model fake" in body
+    figures = json.loads(body.split("figures: ", 1)[1].split("\n", 1)[0])
+    assert figures[0]["answers"] == 11 and figures[0]["length"] == 500
+    assert figures[0]["hi"] < 90
+    cells = posts[f"needlescope {name}: needlescope.sweep.failed-cells"]
+    assert f"sweep {name} epoch" in cells and "1 cells failed" in cells
+    assert json.loads(cells.split("figures: ", 1)[1].split("\n", 1)[0])["cells_total"] == 12
+
+    # Every answer carries what served it: the backend and the sampling sent.
+    con = Warehouse(wh).connect()
+    served = con.sql(
+        "SELECT DISTINCT model_version, system_fingerprint, sampling, template_sha256 IS NOT NULL"
+        " FROM results WHERE error_kind IS NULL"
+    ).fetchall()
+    con.close()
+    assert {(r[0], r[1], r[3]) for r in served} == {("fake-model", "fp_fake", True)}
+    # The answer limit differs per needle count: the sampling sent says so, cell by cell.
+    assert sorted(json.loads(r[2])["max_tokens"] for r in served) == [44, 68]
+    assert {json.loads(r[2])["temperature"] for r in served} == {0.0}
 
     # The same sweep with the gate met: Completed, exit 0, nothing sent.
     receiver.posts.clear()
