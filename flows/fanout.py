@@ -14,7 +14,9 @@ from prefect.deployments.flow_runs import arun_deployment
 from prefect.runtime import deployment, flow_run
 from prefect.states import Completed, Failed, State
 
+from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
+from needlescope.flows.run_gates import judge_and_alert
 from needlescope.warehouse.store import Warehouse
 
 COUNTS = (
@@ -30,10 +32,16 @@ COUNTS = (
 
 
 async def fan_out(
-    config_path: str, epoch: str, store: Warehouse, only_context: bool, shards: int
+    config_path: str,
+    epoch: str,
+    store: Warehouse,
+    only_context: bool,
+    shards: int,
+    config: SweepConfig | None = None,
 ) -> State:
     """The shard runs of ``epoch`` (resolved by the sweep flow, so shards that start after
-    midnight still sweep the same epoch), waited for and summed."""
+    midnight still sweep the same epoch), waited for and summed; ``config``'s gates judged
+    on the whole epoch once they are done (a shard judges none: it sees only its part)."""
     if deployment.id is None:
         raise ConfigError(
             "shards > 1 splits a sweep across a work pool's workers: run it from a deployment "
@@ -74,6 +82,17 @@ async def fan_out(
         "only_context": only_context,
     }
     unfinished = [run.name for run in runs if not (run.state and run.state.is_completed())]
+    gate_failed = None
+    if config is not None and not only_context:
+        gate_failed = judge_and_alert(config, store, epoch, summary, logger)
+    return _outcome(summary, unfinished, gate_failed, shards)
+
+
+def _outcome(
+    summary: dict[str, Any], unfinished: list[str], gate_failed: str | None, shards: int
+) -> State:
+    if gate_failed:
+        return Failed(message=gate_failed, data=summary)
     if unfinished or summary["cells_failed"]:
         return Failed(
             message=f"{summary['cells_failed']} cells failed; shard runs not completed: "

@@ -51,6 +51,8 @@ class Plan:
     todo: list[Cell]
     probe_of: dict[str, ProbeConfig]
     by_model: dict[str, list[Cell]] = field(default_factory=dict)
+    # False for a shard's part of the grid: the run that fanned it out judges the epoch's gates.
+    whole_epoch: bool = True
 
     @property
     def window_dropped(self) -> int:
@@ -70,6 +72,7 @@ def plan_run(
     kept = [c for c in cells if fits_context(c, config.model(c.model))]
     todo = [c for c in kept if c.cell_id not in done]
     plan = Plan(cells, kept, todo, {c.cell_id: p for c, p in probe_of_cell.items()})
+    plan.whole_epoch = shard is None or shards <= 1
     for cell in todo:
         plan.by_model.setdefault(cell.model, []).append(cell)
     for model, model_cells in plan.by_model.items():

@@ -24,7 +24,8 @@ def finish_run(
     logger: Any,
     flow_run_id: str | None,
 ) -> State:
-    """The run's ``end`` row and summary; drift, compaction and the views file after it."""
+    """The run's ``end`` row and summary; drift, the gates (a shard's run judges none),
+    compaction and the views file after it."""
     summary = run_summary(run_id, epoch, store, plan, sweeps, only_context)
     notes = []
     if unsent := summary["cells_unsent"]:
@@ -59,11 +60,18 @@ def finish_run(
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
     summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
-    gate_failed = None if only_context else judge_and_alert(config, store, epoch, summary, logger)
+    gate_failed = None
+    if plan.whole_epoch and not only_context:
+        gate_failed = judge_and_alert(config, store, epoch, summary, logger)
     if config.compact:
         compact_warehouse(store, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
+    return final_state(summary, gate_failed)
+
+
+def final_state(summary: dict[str, Any], gate_failed: str | None) -> State:
+    """Failed, naming the first failed gate, else the failed cells, else nothing measured."""
     message = json.dumps(summary)
     if gate_failed:
         also = f"; {summary['cells_failed']} cells failed" if summary["cells_failed"] else ""

@@ -276,7 +276,7 @@ async def sweep(
         store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root())
         # Fixed here, so shards that start after midnight still sweep the same epoch.
         epoch = resolve_epoch(config, store.ensure(), epoch)
-        return await fan_out(config_path, epoch, store, only_context, shards)
+        return await fan_out(config_path, epoch, store, only_context, shards, config)
     return await run_sweep(
         config,
         epoch=epoch,

@@ -60,3 +60,11 @@ def test_without_a_server_no_alert_is_sent_and_one_line_says_so(
     assert quiet.lines == []
     assert failed.message == "gate max_failed_cells 0 failed: model m: …"
     assert passed.message is None
+
+
+def test_a_shard_leaves_the_gates_to_the_run_that_fanned_it_out() -> None:
+    from needlescope.flows.run_cells import plan_run
+
+    assert plan_run(CONFIG, set(), None, None, 1).whole_epoch
+    assert plan_run(CONFIG, set(), None, None, 3).whole_epoch  # the fan-out's own plan
+    assert not plan_run(CONFIG, set(), None, 0, 2).whole_epoch
