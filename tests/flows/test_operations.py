@@ -520,6 +520,9 @@ def test_needlescope_server_starts_prefect_with_its_ui_and_serves(
         )
         ui = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert ui.status_code == 200 and "<html" in ui.text.lower()
+        # The UI talks to the API on the port it was given, not on Prefect's default 4200.
+        settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=10).json()
+        assert settings["api_url"] == f"http://127.0.0.1:{port}/api"
     # Stopping it stops the Prefect server it started.
     wait_for(lambda: not _healthy(api), 30, "the Prefect server to stop")
     assert f"Prefect UI: http://127.0.0.1:{port}" in (tmp_path / "server.log").read_text()
