@@ -210,5 +210,15 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
     assert met.returncode == 0, met.stderr[-3000:]
     [entry] = json.loads(met.stdout)["gates"]
     assert entry["status"] == "passed"
+    latest = httpx.post(
+        f"{api_url}/flow_runs/filter",
+        json={
+            "flow_runs": {"state": {"type": {"any_": ["COMPLETED", "FAILED"]}}},
+            "sort": "START_TIME_DESC",
+            "limit": 1,
+        },
+        timeout=30,
+    ).json()[0]
+    assert latest["state"]["type"] == "COMPLETED", latest["state"]
     time.sleep(10)  # what an alert would take to arrive
     assert receiver.posts == []
