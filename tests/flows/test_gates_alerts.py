@@ -222,3 +222,25 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
     assert latest["state"]["type"] == "COMPLETED", latest["state"]
     time.sleep(10)  # what an alert would take to arrive
     assert receiver.posts == []
+
+
+def test_on_the_ephemeral_api_gates_still_fail_the_run_and_one_line_says_no_alert(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """A plain `needlescope run` (no Prefect server): exit 4, and no alert, said once."""
+    from tests.support.prefect_server import base_env, run_cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with FakeOpenAIServer(wrong_answer, seed=7) as model:
+        config = write_config(config_text(model.base_url, "alone"))
+        done = run_cli(
+            ["run", str(config), "-w", str(tmp_path / "wh"), "--no-report"],
+            {**base_env(home), **ENV},
+            tmp_path,
+        )
+    assert done.returncode == 4, done.stderr[-3000:]
+    assert "gate recall min_accuracy 90 failed: model fake" in done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.count("no alert was sent: no Prefect server is configured") == 1
+    assert json.loads(done.stdout)["alerts_sent"] == 0
