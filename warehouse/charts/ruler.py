@@ -73,7 +73,7 @@ def depth_heatmap(grid: pl.DataFrame) -> Chart:
         value="mean_score",
         x="length",
         y="depth",
-        row="preset" if grid["preset"].n_unique() > 1 else None,
+        row="preset",  # always: the drill-down's key names the preset
         y_sort=sorted(grid["depth"].unique().to_list()) if not grid.is_empty() else None,
         title="RULER niah: score by needle depth and length",
         subtitle="depth of the needle holding the first expected value; mean string_match_all",

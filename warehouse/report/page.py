@@ -49,12 +49,13 @@ def write_report(
     out: Path,
     *,
     unstable_range: float = figures.UNSTABLE_RANGE,
-    effective_threshold: float = extras.DEFAULT_THRESHOLD,
+    effective_threshold: float | None = extras.DEFAULT_THRESHOLD,
     unstable_spread: float | None = None,
 ) -> Path:
     """Write report.html, a PNG + SVG per chart, stats.csv and stats.xlsx into ``out``.
 
-    ``effective_threshold``: the accuracy (%) the effective context length keeps;
+    ``effective_threshold``: the accuracy (%) the effective context length keeps (None:
+    85.6, RULER's, for RULER's probes; 85 for the others);
     ``unstable_spread``: the accuracy spread that lists a cell config as unstable
     (default ``unstable_range``).
     """
