@@ -131,6 +131,20 @@ def _number(text: str) -> int | None:
     return int(text) if text.isdigit() and len(text) <= 18 else None
 
 
+def without_prefill(response: str, facts: Mapping[str, Any]) -> tuple[str, bool]:
+    """The model's own continuation: llama.cpp's server returns a prefilled turn whole (the
+    prefill, then what the model added), Anthropic's only what the model added. RULER grades
+    the continuation alone: the prefix holds words of the question (niah's keys, vt's value,
+    and cwe's "list", "words", "top" could be common words)."""
+    prefix = str(facts.get("answer_prefix") or "").strip()
+    if facts.get("answer_prefix_mode") != "prefill" or not prefix:
+        return response, False
+    stripped = response.lstrip()
+    if stripped.startswith(prefix):
+        return stripped[len(prefix) :], True
+    return response, False
+
+
 def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
     """RULER's ``string_match_all``: the share of expected strings in the answer × 100. Per
     expected string, found or not (``needle_outcomes`` and ``ruler_outcomes``); the planted
@@ -140,7 +154,8 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
         return Grade(parse_ok=False, parse_error="no expected strings to look for", accuracy=None)
     planted = facts.get("distractors")
     distractors = [str(d) for d in planted] if isinstance(planted, list) else []
-    match = match_all(response, strings, distractors)
+    answer, echoed = without_prefill(response, facts)
+    match = match_all(answer, strings, distractors)
     found = sum(match.found)
     rows = [
         {"role": "expected", "string_index": i + 1, "text": text, "found": hit}
@@ -162,6 +177,7 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
         detail={
             "found": list(match.found),
             "distractors_found": list(match.distractors_found),
+            **({"prefill_echoed": True} if echoed else {}),
         },
         needles=tuple(
             NeedleResult(i + 1, _number(text), hit, "correct" if hit else "missing")
