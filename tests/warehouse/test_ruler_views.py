@@ -246,3 +246,14 @@ def test_stats_command_prints_both_rules(built: Built) -> None:
     assert every.exit_code == 0 and "aggregation" in every.stdout and "50.0" in every.stdout
     bad = runner.invoke(app, ["stats", "-w", str(Path(built.store.root) / "nope")])
     assert bad.exit_code == 2
+
+
+def test_schema_six_adds_the_per_string_table(tmp_path: Path) -> None:
+    from needlescope.warehouse.store.schema import MIGRATIONS, TABLES
+
+    assert MIGRATIONS[5][:2] == (6, "ruler-outcomes")
+    assert {"role", "string_index", "text", "found"} <= set(TABLES["ruler_outcomes"].names)
+    store = Warehouse(tmp_path / "wh").ensure()
+    con = store.connect()
+    assert con.execute("SELECT count(*) FROM ruler_outcomes").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM niah_results").fetchone() == (0,)
