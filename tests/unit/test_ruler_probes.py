@@ -153,6 +153,12 @@ def test_prompt_is_rebuilt_exactly_from_its_cell_row(entry: dict[str, Any]) -> N
         assert prompt_sha256(again) == context.prompt_sha256
         assert again.prompt_text == context.prompt_text
         assert again.expected == context.expected
+        assert again.offsets == context.rendered.offsets
+        if cell.probe != "aggregation":  # niah's values and vt's names, each where planted
+            haystack = context.haystack_text
+            assert [
+                haystack[o : o + len(e)] for o, e in zip(again.offsets, again.expected, strict=True)
+            ] == (context.expected)
 
 
 def test_ruler_length_budget_keeps_tokens_to_generate() -> None:
@@ -198,7 +204,7 @@ def test_niah_distractors_are_other_keys_values() -> None:
     facts = context.rendered.facts
     others = [n["value"] for n in facts["needles"] if not n["asked"]]
     assert len(others) == 3 and facts["distractors"] == others
-    assert facts["depth"] in [n["depth"] for n in facts["needles"] if n["asked"]]
+    assert facts["needle_depth"] in [n["depth"] for n in facts["needles"] if n["asked"]]
     grade = ruler.grade(context.expected, facts, f"It is {others[1]}.")
     assert grade.accuracy == 0.0 and grade.detail["distractors_found"] == [others[1]]
 

@@ -44,7 +44,7 @@ SELECT x.* EXCLUDE (probe_params, facts),
        TRY_CAST(json_extract_string(x.probe_params, '$.num_needle_k') AS BIGINT) AS num_needle_k,
        TRY_CAST(json_extract_string(x.probe_params, '$.num_needle_v') AS BIGINT) AS num_needle_v,
        TRY_CAST(json_extract_string(x.probe_params, '$.num_needle_q') AS BIGINT) AS num_needle_q,
-       TRY_CAST(json_extract_string(x.facts, '$.depth') AS DOUBLE) AS depth,
+       TRY_CAST(json_extract_string(x.facts, '$.needle_depth') AS DOUBLE) AS depth,
        json_extract_string(x.facts, '$.query') AS query
 FROM ruler_results x
 WHERE x.probe = 'niah';

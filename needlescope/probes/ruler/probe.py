@@ -82,15 +82,33 @@ def mode_of(cell: Cell) -> AnswerPrefixMode:
     return "prefill" if cell.params().get("answer_prefix_mode") == "prefill" else "append"
 
 
-def rendered(cell: Cell, prompt: RulerPrompt, facts: Mapping[str, Any] | None = None) -> Rendered:
+def planted_at(prompt: RulerPrompt) -> tuple[int, ...]:
+    """Where each expected string was planted in the haystack (niah's values, vt's names):
+    the drill-down shows the text around it. Empty when one is not there as planted."""
+    offsets = tuple(prompt.context.find(text) for text in prompt.expected)
+    return () if any(offset < 0 for offset in offsets) else offsets
+
+
+def rendered(
+    cell: Cell,
+    prompt: RulerPrompt,
+    facts: Mapping[str, Any] | None = None,
+    *,
+    located: bool = False,
+) -> Rendered:
     """The prompt as sent: RULER's input (``body`` + answer prefix) is the prompt's text; the
-    messages carry the prefix as the cell's mode says."""
+    messages carry the prefix as the cell's mode says. ``located``: the expected strings were
+    planted once each (niah, vt), so their offsets are kept (cwe's words are everywhere)."""
     mode = mode_of(cell)
     messages = prompt_messages(prompt, mode)
+    offsets = planted_at(prompt) if located else ()
+    size = max(len(prompt.context), 1)
     return Rendered(
         prompt_text=prompt.text,
         haystack_text=prompt.context,
         expected=list(prompt.expected),
+        fractions=tuple(offset / size for offset in offsets),
+        offsets=offsets,
         facts={
             **prompt.facts,
             **(facts or {}),
@@ -116,13 +134,14 @@ async def build_fitted(
     tools: BuildTools,
     fit: Callable[[CountTokens], Awaitable[Fitted[RulerPrompt]]],
     budget: int,
-    facts: Callable[[RulerPrompt], Mapping[str, Any]] = lambda _: {},
+    render: Callable[[Cell, RulerPrompt], Rendered] = rendered,
 ) -> Context:
     """Fit as RULER does (its input's own tokens, no chat template), then measure the prompt
-    as sent: ``prompt_length`` is the whole prompt's, chat template included."""
+    as sent: ``prompt_length`` is the whole prompt's, chat template included. ``render``: the
+    family's own (the one its ``rebuild`` uses)."""
     count = tools.measure_haystack or tools.measure
     fitted = await fit(count)
-    built = rendered(cell, fitted.prompt, facts(fitted.prompt))
+    built = render(cell, fitted.prompt)
     length = await measure_rendered(built, tools.measure, tools.measure_messages)
     return Context(cell, built, fitted.units, length, budget)
 

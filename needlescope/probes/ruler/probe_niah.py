@@ -51,12 +51,13 @@ def essay_of(cell: Cell, filler: Filler, spec: niah.NiahSpec) -> str | None:
 
 
 def depth_facts(prompt: RulerPrompt) -> dict[str, Any]:
-    """``depth``: the depth (%) of the needle holding the first expected value (the depth ×
-    length heatmap's row); ``asked_depths``: of every asked value's needle, in expected order."""
+    """``needle_depth``: the depth (%) of the needle holding the first expected value (the
+    depth × length heatmap's row; not ``depth``, which the cells view reads as a needle case's
+    depth); ``asked_depths``: of every asked value's needle, in expected order."""
     needles = prompt.facts.get("needles") or []
     depth_of = {n["value"]: n["depth"] for n in needles if n.get("asked")}
     depths = [depth_of.get(value) for value in prompt.expected]
-    return {"depth": depths[0] if depths else None, "asked_depths": depths}
+    return {"needle_depth": depths[0] if depths else None, "asked_depths": depths}
 
 
 def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
@@ -69,7 +70,11 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
         essay=essay_of(cell, filler, spec),
         version=cell.prompt_version,
     )
-    return ruler.rendered(cell, prompt, depth_facts(prompt))
+    return rendered(cell, prompt)
+
+
+def rendered(cell: Cell, prompt: RulerPrompt) -> Rendered:
+    return ruler.rendered(cell, prompt, depth_facts(prompt), located=True)
 
 
 def answer_budget(cell: Cell, max_tokens: int | None) -> int:
@@ -93,7 +98,7 @@ async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools)
         )
 
     return await ruler.build_fitted(
-        cell, tools, fit, answer_budget(cell, tools.max_tokens), depth_facts
+        cell, tools, fit, answer_budget(cell, tools.max_tokens), rendered
     )
 
 

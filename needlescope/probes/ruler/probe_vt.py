@@ -14,6 +14,7 @@ from needlescope.fillers import Filler
 from needlescope.probes.base import BuildTools, Context, MissingFacts, Rendered, grade_each
 from needlescope.probes.ruler import probe as ruler
 from needlescope.probes.ruler import variable_tracking as vt
+from needlescope.probes.ruler.prompt import RulerPrompt
 
 NAME = "variable_tracking"
 FITS_FILLER = False
@@ -39,7 +40,11 @@ def _rendered(cell: Cell, units: int, fewshot_units: int | None) -> Rendered:
         fewshot_units=fewshot_units,
         version=cell.prompt_version,
     )
-    return ruler.rendered(cell, prompt)
+    return rendered(cell, prompt)
+
+
+def rendered(cell: Cell, prompt: RulerPrompt) -> Rendered:
+    return ruler.rendered(cell, prompt, located=True)
 
 
 def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> Rendered:
@@ -68,7 +73,9 @@ async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools)
             version=cell.prompt_version,
         )
 
-    return await ruler.build_fitted(cell, tools, fit, answer_budget(cell, tools.max_tokens))
+    return await ruler.build_fitted(
+        cell, tools, fit, answer_budget(cell, tools.max_tokens), rendered
+    )
 
 
 def rebuild(

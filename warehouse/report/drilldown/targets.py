@@ -37,7 +37,7 @@ CELL_AXIS_SQL: dict[str, str] = {
     "depth": "c.depth",
     # RULER's niah: its preset, and the depth of the needle of the first expected value
     "niah_preset": "coalesce(json_extract_string(c.probe_params, '$.preset'), 'niah')",
-    "niah_depth": "TRY_CAST(json_extract_string(c.facts, '$.depth') AS DOUBLE)",
+    "niah_depth": "TRY_CAST(json_extract_string(c.facts, '$.needle_depth') AS DOUBLE)",
 }
 # Every config column a heatmap may be drawn from: of the answer's `results` row (s), or of
 # its cell row.
