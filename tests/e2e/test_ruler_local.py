@@ -48,7 +48,11 @@ def test_ruler_config_runs_into_its_views_and_report(cli, tmp_path: Path) -> Non
         view: con.execute(f"SELECT count(*), count(score) FROM {view}").fetchone()
         for view in ("niah_results", "vt_results", "aggregation_results")
     }
+    # every answer has RULER's score, a reply cut at tokens_to_generate included
     assert views == {"niah_results": (8, 8), "vt_results": (1, 1), "aggregation_results": (2, 2)}
+    counted = con.execute("SELECT sum(answers), sum(invalid) FROM ruler_scores").fetchone()
+    invalid = con.execute("SELECT count(*) FROM results WHERE validity <> 'valid'").fetchone()
+    assert counted is not None and invalid is not None and counted == (11, invalid[0])
     presets = con.execute("SELECT DISTINCT preset FROM niah_results").fetchall()
     assert len(presets) == 8
     tasks = con.execute("SELECT task FROM aggregation_results ORDER BY task").fetchall()

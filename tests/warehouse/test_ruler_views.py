@@ -130,6 +130,14 @@ def test_rows_land_in_results_and_the_three_views(built: Built) -> None:
     # the distractor replies: multikey_1 at 2400 names another key's value, scores 0
     wrong = [r for r in niah if r[0] == "niah_multikey_1" and r[3] == 2400]
     assert [(r[5], r[6], r[8]) for r in wrong] == [(0.0, 0, 1)] * 2
+    multikey = {
+        r[0]
+        for r in con.sql(
+            "SELECT DISTINCT (expected_count, needles_planted) FROM niah_results"
+            " WHERE preset = 'niah_multikey_1'"
+        ).fetchall()
+    }
+    assert multikey == {(1, 4)}  # one key asked, four planted
     vt = con.sql("SELECT num_hops, expected_count, query_value, score FROM vt_results").fetchall()
     assert {r[:2] for r in vt} == {(4, 5)} and all(10000 <= r[2] <= 99999 for r in vt)
     agg = con.sql("SELECT task, num_cw, vocab_size, score FROM aggregation_results ORDER BY task")

@@ -2,7 +2,7 @@
 
 Each family's score by length (a line per task: niah preset, vt, cwe, fwe; a panel per
 model), and niah's depth × length heatmap (the depth of the needle holding the first expected
-value, its mean score over the valid answers).
+value, its mean score, every answer as RULER counts them).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ FAMILY_TITLES = {
     "variable_tracking": "RULER variable tracking: score by length",
     "aggregation": "RULER aggregation (cwe, fwe): score by length",
 }
-SCORE_SUBTITLE = "string_match_all: mean share of expected strings found × 100, valid answers"
+SCORE_SUBTITLE = "string_match_all: mean share of expected strings found × 100, every answer"
 
 
 def score_by_length(frame: pl.DataFrame, family: str) -> Chart:
@@ -26,7 +26,7 @@ def score_by_length(frame: pl.DataFrame, family: str) -> Chart:
     title = FAMILY_TITLES[family]
     data = frame.filter((pl.col("family") == family) & pl.col("score").is_not_null())
     if data.is_empty():
-        return charts.placeholder(title, "No valid answers yet: nothing to chart.")
+        return charts.placeholder(title, "No answers yet: nothing to chart.")
     extra = charts.varying(data, ["length_budget", "prompt_version"])
     data = charts.with_label(data, ["task", *extra], "series")
     panel = "model" if data["model"].n_unique() > 1 else None
@@ -81,5 +81,5 @@ def depth_heatmap(grid: pl.DataFrame) -> Chart:
         y_title="depth (%)",
         value_title="mean score",
         tooltip=("answers",),
-        empty_message="No valid niah answers yet: nothing to chart.",
+        empty_message="No niah answers yet: nothing to chart.",
     )

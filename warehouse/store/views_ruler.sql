@@ -17,18 +17,20 @@ FROM raw_ruler_outcomes o
 JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id;
 
 -- What the three families' views share: one row per cell per epoch that reached the model.
--- score is the answer's accuracy when it measures recall (a valid answer), NULL for a failed
--- request or an invalid answer (truncated, refused, ...).
+-- score is the answer's accuracy as RULER scores it: every answer, a reply cut at RULER's
+-- tokens_to_generate included (RULER grades what is there); NULL for a failed request.
+-- valid says whether the answer measures recall (needlescope.validity): the statistics
+-- (intervals, effective length) count valid answers only, as for every probe.
 CREATE OR REPLACE VIEW ruler_results AS
 SELECT r.run_id, r.epoch, r.cell_id, r.context_id, r.probe, r.model, r.length, r.length_unit,
        r.length_budget, r.prompt_version, r."repeat", r.filler,
        json_extract_string(c.probe_params, '$.answer_prefix_mode') AS answer_prefix_mode,
-       c.filler_chars AS units, c.prompt_length, r.needle_count AS expected_count,
+       c.filler_chars AS units, c.prompt_length,
+       json_array_length(r.expected) AS expected_count, r.needle_count AS needles_planted,
        r.correct AS found, r.missing, r.wrong AS distractors_found,
        r.accuracy,
-       CASE WHEN r.error_kind IS NULL AND r.validity IN ('valid', 'unknown') THEN r.accuracy
-       END AS score,
-       r.validity, r.expected, r.response, r.prompt_tokens, r.completion_tokens, r.latency_s,
+       CASE WHEN r.error_kind IS NULL THEN r.accuracy END AS score,
+       r.validity IN ('valid', 'unknown') AS valid, r.validity, r.expected, r.response, r.prompt_tokens, r.completion_tokens, r.latency_s,
        r.error_kind, r.error, r.answered_at, c.probe_params, c.facts
 FROM results r JOIN cells c USING (cell_id)
 WHERE r.probe IN ('niah', 'variable_tracking', 'aggregation');
@@ -69,23 +71,28 @@ SELECT x.* EXCLUDE (probe_params, facts),
 FROM ruler_results x
 WHERE x.probe = 'aggregation';
 
--- Each task's score by length, as RULER reports it: the mean of the valid answers' accuracy,
--- rounded to 2 decimals (task: the niah preset, vt, cwe or fwe), with the answers counted.
+-- Each task's score by length, as RULER reports it: the mean accuracy of its answers, rounded
+-- to 2 decimals (task: the niah preset, vt, cwe or fwe); score_valid over the valid answers
+-- alone, and the invalid ones counted (invalid_why: their validities).
 CREATE OR REPLACE VIEW ruler_scores AS
 WITH tasks AS (
     SELECT model, 'niah' AS family, coalesce(preset, 'niah') AS task, length, length_budget,
-           prompt_version, score, error_kind, validity FROM niah_results
+           prompt_version, score, valid, error_kind, validity FROM niah_results
     UNION ALL
     SELECT model, 'variable_tracking', 'vt', length, length_budget, prompt_version, score,
-           error_kind, validity FROM vt_results
+           valid, error_kind, validity FROM vt_results
     UNION ALL
     SELECT model, 'aggregation', task, length, length_budget, prompt_version, score,
-           error_kind, validity FROM aggregation_results
+           valid, error_kind, validity FROM aggregation_results
 )
 SELECT model, family, task, length, length_budget, prompt_version,
        count(score) AS answers,
        count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-       count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
-       round(avg(score), 2) AS score
+       count(*) FILTER (WHERE NOT valid) AS invalid,
+       array_to_string(list_transform(list_sort(map_entries(
+           histogram(validity) FILTER (WHERE NOT valid)
+       )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why,
+       round(avg(score), 2) AS score,
+       round(avg(score) FILTER (WHERE valid), 2) AS score_valid
 FROM tasks
 GROUP BY ALL;
