@@ -267,3 +267,23 @@ def test_schema_six_adds_the_per_string_table(tmp_path: Path) -> None:
     con = store.connect()
     assert con.execute("SELECT count(*) FROM ruler_outcomes").fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM niah_results").fetchone() == (0,)
+
+
+def test_report_draws_rulers_sections_and_both_rules(built: Built, tmp_path: Path) -> None:
+    import re
+
+    from needlescope.warehouse.report.page import write_report
+
+    page = write_report(built.store.root, tmp_path / "report").read_text(encoding="utf-8")
+    names = set(re.findall(r"<div class='vega' id='([^']+)'>", page))
+    assert {
+        "niah_score_by_length",
+        "niah_depth_heatmap",
+        "variable_tracking_score_by_length",
+        "aggregation_score_by_length",
+    } <= names
+    assert not {n for n in names if n.endswith("parse_failures_by_length")}  # nothing parses
+    assert "Effective context length (threshold 85.6%)" in page
+    assert "RULER&#x27;s rule (85.6)" in page or "RULER's rule (85.6)" in page
+    assert "NoLiMa" in page
+    assert (tmp_path / "report" / "niah_depth_heatmap.png").stat().st_size > 0
