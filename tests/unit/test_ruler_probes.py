@@ -286,3 +286,29 @@ def test_an_echoed_prefill_is_not_graded() -> None:
     # appended: the model's whole reply is its answer, as RULER grades it
     appended = ruler.grade(["list"], {**facts, "answer_prefix_mode": "append"}, prefix.strip())
     assert appended.accuracy == 100.0
+
+
+async def test_anthropic_receives_the_prefill_as_the_last_assistant_turn() -> None:
+    """Against the fake Messages API: the niah prompt's two turns, the prefill last and
+    stripped; the reply is the continuation alone, graded as it is."""
+    from needlescope.providers.anthropic import AnthropicProvider
+    from needlescope.providers.base import ChatRequest
+    from tests.support import anthropic_server as fake
+
+    cfg = config([{"probe": "niah", "presets": ["niah_single_1"], "lengths": [900]}], ANTHROPIC)
+    (cell,) = expand_grid(cfg)
+    tools = BuildTools(_count, _count, _count_messages, None)
+    context = await probe_module("niah").build(cell, PatternFiller(" "), "x", tools)
+    value = context.expected[0]
+    with fake.FakeAnthropicServer(lambda body: f" {value}.", api_key="k") as srv:
+        provider = AnthropicProvider(name="a", base_url=srv.base_url, model="claude-x", api_key="k")
+        try:
+            reply = await provider.complete(ChatRequest(context.messages, max_tokens=128))
+        finally:
+            await provider.aclose()
+        body = srv.last_body
+    assert body is not None
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    assert body["messages"][1]["content"] == context.rendered.facts["answer_prefix"].strip()
+    grade = probe_module("niah").grade(context.expected, context.rendered.facts, reply.text)
+    assert grade.accuracy == 100.0 and "prefill_echoed" not in grade.detail
