@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
-from needlescope.flows import cli_gates, cli_grade, cli_ops
+from needlescope.flows import cli_gates, cli_grade, cli_ops, cli_stats
 from needlescope.flows.cli_common import (
     EXIT_BUDGET_SPENT,
     EXIT_CELLS_FAILED,
@@ -228,6 +228,7 @@ for command in (cli_ops.compact, cli_ops.report, cli_grade.grade):
     app.command()(command)
 app.command("import-legacy")(cli_ops.import_legacy)
 app.command()(cli_gates.gates)
+app.command()(cli_stats.stats)
 
 
 def main() -> None:

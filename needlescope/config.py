@@ -31,12 +31,15 @@ from needlescope.config_models import (
     without_credentials,
 )
 from needlescope.config_probes import (
+    AggregationProbe,
     CasesProbe,
     CountingStarsProbe,
     GotoProbe,
+    NiahProbe,
     ProbeConfig,
     RagProbe,
     RecallProbe,
+    VariableTrackingProbe,
 )
 from needlescope.errors import ConfigError
 from needlescope.gates import Gate, Notify, check_gate_probes
@@ -302,6 +305,7 @@ def resolve_api_key(model: ModelConfig) -> str | None:
 # The config's models, importable from here whichever module defines them.
 __all__ = [
     "BUILTIN_FILLERS",
+    "AggregationProbe",
     "Budget",
     "CasesProbe",
     "CountingStarsProbe",
@@ -309,6 +313,7 @@ __all__ = [
     "Generation",
     "GotoProbe",
     "ModelConfig",
+    "NiahProbe",
     "Price",
     "ProbeConfig",
     "RagProbe",
@@ -316,6 +321,7 @@ __all__ = [
     "RetryPolicy",
     "Schedule",
     "SweepConfig",
+    "VariableTrackingProbe",
     "check_url",
     "has_credentials",
     "load_dotenv_once",

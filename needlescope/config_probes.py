@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from needlescope.config_models import Frozen
+from needlescope.config_ruler import AggregationProbe, NiahProbe, VariableTrackingProbe
 
 LengthUnit = Literal["tokens", "bytes", "chars"]
 # Grid axes of sizes take whole numbers only: `true` or `1.5` in YAML is a mistake, not 1.
@@ -337,6 +338,13 @@ class RagProbe(CasesProbe):
 
 
 ProbeConfig = Annotated[
-    RecallProbe | CountingStarsProbe | GotoProbe | CasesProbe | RagProbe,
+    RecallProbe
+    | CountingStarsProbe
+    | GotoProbe
+    | CasesProbe
+    | RagProbe
+    | NiahProbe
+    | VariableTrackingProbe
+    | AggregationProbe,
     Field(discriminator="probe"),
 ]

@@ -108,3 +108,54 @@ def nolima_effective_length(
         return None
     threshold = ratio * base.score
     return RelativeLength(longest_sustained(table, threshold), threshold, base)
+
+
+# RULER's probes take RULER's threshold; the seed probes keep needlescope's earlier default
+# (85%: none of the four seeds defines an effective length).
+RULER_PROBES = frozenset({"niah", "variable_tracking", "aggregation"})
+SEED_THRESHOLD = 85.0
+
+
+def default_threshold(probe: str) -> float:
+    """The absolute rule's threshold when none is given: 85.6 for RULER's probes, else 85."""
+    return RULER_THRESHOLD if probe in RULER_PROBES else SEED_THRESHOLD
+
+
+@dataclass(frozen=True)
+class Both:
+    """Effective length by both rules, each with its interval: the rule applied to the means,
+    and to each length's interval bounds (NoLiMa's threshold stays the one the means give)."""
+
+    ruler: int | None
+    ruler_lo: int | None
+    ruler_hi: int | None
+    threshold: float
+    nolima: int | None
+    nolima_lo: int | None
+    nolima_hi: int | None
+    nolima_threshold: float | None
+    base: BaseScore | None
+
+
+def both_rules(
+    rows: Iterable[tuple[int, float | None, float | None, float | None]],
+    threshold: float = RULER_THRESHOLD,
+) -> Both:
+    """``rows``: (length, mean, interval low, interval high) of one model, one row a length."""
+    table = list(rows)
+    means = [(length, mean) for length, mean, _, _ in table]
+    lows = [(length, low) for length, _, low, _ in table]
+    highs = [(length, high) for length, _, _, high in table]
+    relative = nolima_effective_length(means)
+    limit = relative.threshold if relative is not None else None
+    return Both(
+        ruler=longest_sustained(means, threshold),
+        ruler_lo=longest_sustained(lows, threshold),
+        ruler_hi=longest_sustained(highs, threshold),
+        threshold=threshold,
+        nolima=relative.length if relative is not None else None,
+        nolima_lo=longest_sustained(lows, limit) if limit is not None else None,
+        nolima_hi=longest_sustained(highs, limit) if limit is not None else None,
+        nolima_threshold=limit,
+        base=relative.base if relative is not None else None,
+    )

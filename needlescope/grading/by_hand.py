@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from needlescope.effective_length import RULER_PROBES
 from needlescope.errors import NeedlescopeError
 from needlescope.probes.registry import MODULES, probe_module
 from needlescope.providers.base import Reply
@@ -40,6 +41,16 @@ def expected_values(text: str) -> list[int]:
     return values
 
 
+def expected_strings(text: str) -> list[str]:
+    """RULER's probes: the expected strings, a JSON list (numbers are read as their text)."""
+    data = _json(text, "--expected")
+    if not isinstance(data, list) or not data:
+        raise NeedlescopeError('--expected must be a JSON list of expected strings: ["…", …]')
+    if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in data):
+        raise NeedlescopeError("--expected must hold only strings (or whole numbers)")
+    return [str(v) for v in data]
+
+
 def _readable(value: str) -> Any:
     """Table rows keep answered values as JSON text; show them as values again."""
     try:
@@ -61,7 +72,12 @@ def grade_one(
     needlescope stores it: stop, length, refusal, …; none given: unknown)."""
     if probe not in MODULES:
         raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(MODULES)}")
-    target = expected_values(expected) if probe == "recall" else _json(expected, "--expected")
+    if probe == "recall":
+        target: Any = expected_values(expected)
+    elif probe in RULER_PROBES:
+        target = expected_strings(expected)
+    else:
+        target = _json(expected, "--expected")
     context_facts = _json(facts, "--facts") if facts else {}
     if not isinstance(context_facts, dict):
         raise NeedlescopeError("--facts must be a JSON object")

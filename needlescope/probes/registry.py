@@ -19,6 +19,10 @@ MODULES = {
     "goto": "needlescope.probes.goto",
     "cases": "needlescope.probes.cases",
     "rag": "needlescope.probes.rag",
+    # RULER's families (probes/ruler/)
+    "niah": "needlescope.probes.ruler.probe_niah",
+    "variable_tracking": "needlescope.probes.ruler.probe_vt",
+    "aggregation": "needlescope.probes.ruler.probe_aggregation",
 }
 
 if TYPE_CHECKING:
@@ -29,6 +33,12 @@ if TYPE_CHECKING:
     _goto: Probe = goto
     _cases: Probe = cases
     _rag: Probe = rag
+
+    from needlescope.probes.ruler import probe_aggregation, probe_niah, probe_vt
+
+    _niah: Probe = probe_niah
+    _variable_tracking: Probe = probe_vt
+    _aggregation: Probe = probe_aggregation
 
 
 def probe_module(name: str) -> Probe:

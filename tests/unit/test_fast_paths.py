@@ -28,8 +28,10 @@ except SystemExit as done:
         ["report", "--warehouse", "{wh}", "--out", "{out}"],
         ["grade", "recall", "--expected", "[1234, 5678]", "--answer", '{{"1": 1234}}'],
         ["run", "{missing}"],
+        ["stats", "--warehouse", "{wh}"],
+        ["grade", "niah", "--expected", '["8462931"]', "--answer", "8462931"],
     ],
-    ids=["sql", "report", "grade", "bad-config"],
+    ids=["sql", "report", "grade", "bad-config", "stats", "grade-ruler"],
 )
 def test_command_runs_without_prefect(tmp_path: Path, args: list[str]) -> None:
     Warehouse(tmp_path / "wh").ensure()

@@ -96,3 +96,40 @@ def test_relative_rule_counts_from_the_shortest_length() -> None:
 def test_duplicate_lengths_are_refused() -> None:
     with pytest.raises(ValueError, match="several rows for one length"):
         ruler_effective_length([(4000, 90.0), (4000, 80.0)])
+
+
+def test_both_rules_with_their_intervals_worked_by_hand() -> None:
+    """(length, mean, interval low, interval high), one model:
+
+    RULER at 85.6: means 98 96 94 90 pass, 80 fails -> 2000; lows 95 90 88 pass, 84 fails
+    -> 1000; highs 100 99 97 95 88 pass, 70 fails -> 4000.
+    NoLiMa: base (98 + 96 + 94) / 3 = 96, threshold 0.85 x 96 = 81.6: means -> 2000 (80
+    fails); lows 95 90 88 84 pass, 70 fails -> 2000; highs 88 passes, 70 fails -> 4000.
+    """
+    from needlescope.effective_length import both_rules
+
+    rows = [
+        (250, 98.0, 95.0, 100.0),
+        (500, 96.0, 90.0, 99.0),
+        (1000, 94.0, 88.0, 97.0),
+        (2000, 90.0, 84.0, 95.0),
+        (4000, 80.0, 70.0, 88.0),
+        (8000, 60.0, 50.0, 70.0),
+    ]
+    both = both_rules(rows)
+    assert (both.ruler, both.ruler_lo, both.ruler_hi, both.threshold) == (2000, 1000, 4000, 85.6)
+    assert both.nolima_threshold == pytest.approx(81.6)
+    assert (both.nolima, both.nolima_lo, both.nolima_hi) == (2000, 2000, 4000)
+    assert both.base is not None and both.base.lengths == (250, 500, 1000)
+    # --threshold moves the absolute rule only
+    assert both_rules(rows, threshold=95.0).ruler == 500
+    assert both_rules(rows, threshold=95.0).nolima == 2000
+
+
+def test_default_threshold_is_rulers_for_rulers_probes() -> None:
+    from needlescope.effective_length import default_threshold
+
+    assert [default_threshold(p) for p in ("niah", "variable_tracking", "aggregation")] == [
+        85.6
+    ] * 3
+    assert default_threshold("recall") == 85.0 and default_threshold("goto") == 85.0

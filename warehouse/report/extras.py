@@ -29,7 +29,7 @@ from needlescope.warehouse.report.sections import run_metadata
 from needlescope.warehouse.report.sections import statistics as statistics_section
 from needlescope.warehouse.store import Warehouse
 
-DEFAULT_THRESHOLD = 85.0
+DEFAULT_THRESHOLD: float | None = None  # each probe's own (effective_length.default_threshold)
 STYLES = ("drilldown", "compare", "statistics", "run_metadata")  # templates/<name>.css
 Section = tuple[str, str, str]  # anchor, title, html
 
@@ -81,7 +81,7 @@ def _later(
     names: Sequence[str],
     *,
     source: str,
-    effective_threshold: float,
+    effective_threshold: float | None,
     unstable_spread: float,
     seed: int,
 ) -> Later:
@@ -147,7 +147,7 @@ def collect(
     *,
     variant_axes: Sequence[str],
     source: str = "results",
-    effective_threshold: float = DEFAULT_THRESHOLD,
+    effective_threshold: float | None = DEFAULT_THRESHOLD,
     unstable_spread: float,
     seed: int = 0,
     root: Path | None = None,

@@ -89,11 +89,34 @@ def cases(con: duckdb.DuckDBPyConnection) -> ProbeCharts:
     return ProbeCharts(figures, (target,))
 
 
+def ruler(family: str) -> Callable[[duckdb.DuckDBPyConnection], ProbeCharts]:
+    """A RULER family's score by length; niah's depth × length heatmap, which drills down."""
+    from needlescope.warehouse.charts import ruler as charts_ruler
+
+    def figures(con: duckdb.DuckDBPyConnection) -> ProbeCharts:
+        scores = _frame(con, "ruler_scores")
+        found = [("score_by_length", charts_ruler.score_by_length(scores, family))]
+        if family != "niah":
+            return ProbeCharts(found)
+        grid = charts_ruler.niah_grid(_frame(con, "niah_results"))
+        found.append(("depth_heatmap", charts_ruler.depth_heatmap(grid)))
+        if not _drawn(grid, "mean_score"):
+            return ProbeCharts(found)
+        return ProbeCharts(
+            found, (drilldown.niah_target(drilldown.page_id("niah", "depth_heatmap")),)
+        )
+
+    return figures
+
+
 FIGURES: dict[str, Callable[[duckdb.DuckDBPyConnection], ProbeCharts]] = {
     "counting_stars": counting_stars,
     "goto": goto,
     "cases": cases,
     "rag": lambda con: ProbeCharts([]),  # its charts are the cases section's LLM-vs-RAG ones
+    "niah": ruler("niah"),
+    "variable_tracking": ruler("variable_tracking"),
+    "aggregation": ruler("aggregation"),
 }
 
 

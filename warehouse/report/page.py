@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from needlescope.effective_length import RULER_PROBES
 from needlescope.errors import WarehouseError
 from needlescope.warehouse.charts import recall, render, vega
 from needlescope.warehouse.report import data, drilldown, extras
@@ -49,12 +50,13 @@ def write_report(
     out: Path,
     *,
     unstable_range: float = figures.UNSTABLE_RANGE,
-    effective_threshold: float = extras.DEFAULT_THRESHOLD,
+    effective_threshold: float | None = extras.DEFAULT_THRESHOLD,
     unstable_spread: float | None = None,
 ) -> Path:
     """Write report.html, a PNG + SVG per chart, stats.csv and stats.xlsx into ``out``.
 
-    ``effective_threshold``: the accuracy (%) the effective context length keeps;
+    ``effective_threshold``: the accuracy (%) the effective context length keeps (None:
+    85.6, RULER's, for RULER's probes; 85 for the others);
     ``unstable_spread``: the accuracy spread that lists a cell config as unstable
     (default ``unstable_range``).
     """
@@ -114,7 +116,9 @@ def _figures(probe: data.ProbeData, own: ProbeCharts | None) -> list[recall.Figu
     shown = recall.figures(probe)
     if own is None:
         return shown
-    kept = [f for f in shown if f.name == "parse_failures_by_length"]
+    # RULER's probes read no format: an answer never fails to parse.
+    parses = probe.probe not in RULER_PROBES
+    kept = [f for f in shown if f.name == "parse_failures_by_length" and parses]
     return kept + [recall.Figure(name, chart) for name, chart in own.figures]
 
 

@@ -32,6 +32,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         " cell's own again; the cells view reads older rows' depth from their facts)",
     ),
     (
+        6,
+        "ruler-outcomes",
+        "ruler_outcomes: per answer of RULER's probes, each expected string found or not, and"
+        " each planted distractor the answer holds",
+    ),
+    (
         8,
         "serving-fingerprint",
         "answers.system_fingerprint, service_tier, sampling, template_sha256, gguf_sha256,"
@@ -203,6 +209,19 @@ DUPLICATES = pa.schema(
     ]
 )
 
+# RULER's probes: one row per expected string of every answer (role expected, found or not)
+# and one per planted distractor the answer holds (role distractor: other keys' values, other
+# chains' names), string_index 1-based within its role.
+RULER_OUTCOMES = pa.schema(
+    [
+        *_ANSWER_KEY,
+        ("role", pa.string()),  # expected | distractor
+        ("string_index", pa.int64()),
+        ("text", pa.string()),
+        ("found", pa.bool_()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "cells": CELLS,
@@ -210,4 +229,5 @@ TABLES: dict[str, pa.Schema] = {
     "needle_outcomes": NEEDLE_OUTCOMES,
     "hallucinations": HALLUCINATIONS,
     "duplicates": DUPLICATES,
+    "ruler_outcomes": RULER_OUTCOMES,
 }

@@ -9,7 +9,7 @@ from typing import Any
 
 from needlescope.cells import Cell, filler_identity
 from needlescope.config import FillerSpec, SweepConfig
-from needlescope.fillers import PAPER_KIND, Filler, filler_from_spec
+from needlescope.fillers import PAPER_KIND, Filler, PatternFiller, filler_from_spec
 from needlescope.hashing import canonical_json
 from needlescope.probes.base import MissingFacts, Probe, prompt_sha256
 from needlescope.probes.registry import probe_module
@@ -82,6 +82,15 @@ def cell_of(row: Mapping[str, Any]) -> tuple[Cell, Probe]:
     return cell, module
 
 
+def _own_haystack(identity: str) -> bool:
+    """Whether the filler is a haystack the probe makes itself (RULER's ``kind: ruler``)."""
+    try:
+        described = json.loads(identity)
+    except ValueError:
+        return False
+    return isinstance(described, dict) and described.get("kind") == "ruler"
+
+
 def _spec_from_identity(identity: str) -> FillerSpec:
     """The filler definition behind a built-in filler's description (not corpora)."""
     try:
@@ -132,6 +141,9 @@ class Rebuilder:
         config = self._config(row.get("run_id"))
         cache_key = (identity, str(row.get("run_id")) if config is not None else None)
         if cache_key in self._fillers:
+            return self._fillers[cache_key]
+        if _own_haystack(identity):  # RULER's noise, needles and lists: made by the probe
+            self._fillers[cache_key] = (PatternFiller(" "), "none")
             return self._fillers[cache_key]
         spec: FillerSpec | None = None
         if config is not None:

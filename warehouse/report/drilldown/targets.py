@@ -35,6 +35,9 @@ CELL_AXIS_SQL: dict[str, str] = {
     "case": "json_extract_string(c.probe_params, '$.case')",
     "rag_mode": "json_extract_string(c.probe_params, '$.mode')",
     "depth": "c.depth",
+    # RULER's niah: its preset, and the depth of the needle of the first expected value
+    "niah_preset": "coalesce(json_extract_string(c.probe_params, '$.preset'), 'niah')",
+    "niah_depth": "TRY_CAST(json_extract_string(c.facts, '$.needle_depth') AS DOUBLE)",
 }
 # Every config column a heatmap may be drawn from: of the answer's `results` row (s), or of
 # its cell row.
@@ -193,6 +196,29 @@ def cases_target(panel_axes: Sequence[str], heatmaps: Sequence[tuple[str, str]])
         label=lambda frame: charts_cases.cell_labels(frame, axes),
         heatmaps=tuple(Heatmap(chart_id, title, "depth") for chart_id, title in heatmaps),
         accuracy="keyword accuracy",
+    )
+
+
+NIAH_AXES = ("model", "niah_preset", "length", "niah_depth")
+
+
+def niah_target(chart_id: str) -> Target:
+    """RULER niah's depth × length heatmap: a block per preset, a panel per model."""
+    return Target(
+        name="niah",
+        probes=("niah",),
+        axes=NIAH_AXES,
+        fields=(
+            Field("model"),
+            Field("preset"),
+            Field("length", "length {}"),
+            Field("depth", "depth {}%"),
+        ),
+        label=lambda frame: frame.with_columns(
+            pl.col("niah_preset").alias("preset"), pl.col("niah_depth").alias("depth")
+        ),
+        heatmaps=(Heatmap(chart_id, "RULER niah score", "depth"),),
+        accuracy="string_match_all",
     )
 
 

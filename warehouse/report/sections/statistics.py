@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from needlescope.effective_length import RULER_PROBES, SEED_THRESHOLD, default_threshold
 from needlescope.warehouse.report.html import (
     anchor,
     esc,
@@ -30,6 +31,7 @@ from needlescope.warehouse.report.html import (
     p_value,
     table,
 )
+from needlescope.warehouse.report.sections.ruler_stats import ruler_effective
 from needlescope.warehouse.stats import accuracy, drift, intervals
 from needlescope.warehouse.stats.gates import serving_changes
 from needlescope.warehouse.store import figures
@@ -246,17 +248,20 @@ def section(
     con: duckdb.DuckDBPyConnection,
     probes: Sequence[str],
     *,
-    threshold: float,
+    threshold: float | None,
     spread: float,
     seed: int = 0,
 ) -> str:
-    """The "Statistics" section: effective lengths, drift and unstable cells per probe."""
+    """The "Statistics" section: effective lengths, drift and unstable cells per probe.
+    ``threshold``: the effective length's; None: each probe's default (RULER's 85.6 for its
+    probes, which also get NoLiMa's relative rule; 85 for the others)."""
     if not probes:
         return ""
+    limit = SEED_THRESHOLD if threshold is None else threshold  # the seed probes'
     body = [
         "<section id='statistics'><h2>Statistics</h2>",
         "<p class='muted'><b>Effective context length</b>: the longest length L at which mean "
-        f"accuracy is at least {threshold:g}% at L and at every shorter length tested (all needle "
+        f"accuracy is at least {limit:g}% at L and at every shorter length tested (all needle "
         "counts pooled); its range applies the same rule to the lower and upper bounds of each "
         "length's bootstrap 95% interval. <b>Drift</b>: each model's answers in the latest epoch "
         "against the previous epoch of the same config, paired by cell; flagged when the paired "
@@ -269,10 +274,15 @@ def section(
         "model that forgot.</p>",
     ]
     for probe in probes:
+        chosen = default_threshold(probe) if threshold is None else threshold
         body += [
             f"<h3>{esc(probe)}</h3>",
-            f"<h4>Effective context length (threshold {threshold:g}%)</h4>",
-            _effective(con, probe, threshold, seed),
+            f"<h4>Effective context length (threshold {chosen:g}%)</h4>",
+            (
+                ruler_effective(con, probe, chosen, seed)
+                if probe in RULER_PROBES
+                else _effective(con, probe, chosen, seed)
+            ),
             "<h4>Drift</h4>",
             _drift(con, probe, seed),
             "<h4>Unstable cells</h4>",
