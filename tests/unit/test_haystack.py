@@ -493,3 +493,11 @@ async def test_fit_rejects_a_measure_that_never_grows() -> None:
 
     with pytest.raises(ValueError, match="does not grow"):
         await fit_to_length(lambda n: "x" * n, constant, 100)
+
+
+@pytest.mark.parametrize("filler", [PROSE_EN, PROSE_ZH])
+def test_fit_looks_further_when_a_jittery_measure_reads_no_growth(filler: NoiseFiller) -> None:
+    # Hypothesis's find: the first step's measure reads no more than the instructions alone.
+    build = builder(filler, "Instructions " * 40, "char")
+    fit = asyncio.run(fit_to_length(build, jittery_tokens, 205))
+    assert_best_fit(fit, build, jittery_tokens, 205)
