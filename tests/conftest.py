@@ -4,6 +4,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Wall-clock limits are for bench/, not tests: a loaded CI machine must not fail a property.
+settings.register_profile("needlescope", deadline=None)
+settings.load_profile("needlescope")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -112,7 +112,7 @@ def test_values_are_what_json_reads(reply: str, values: tuple[object, ...]) -> N
     assert tuple(batch.grade(0).answered or ()) == values
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(distinct_needles, answered_values), max_size=6))
 def test_probe_batch_matches_per_reply_grades(cases: list[tuple[list[int], list[object]]]) -> None:
     replies = [
