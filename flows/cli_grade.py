@@ -23,14 +23,16 @@ def grade(
     probe: Annotated[
         str,
         typer.Argument(
-            help="The probe whose grader to use: recall, counting_stars, goto, cases, rag."
+            help="The probe whose grader to use: recall, counting_stars, goto, cases, rag, mrcr,"
+            " latent_list."
         ),
     ],
     expected: Annotated[
         str,
         typer.Option(
             help='Expected answer, JSON or a file path: recall {"1": 1234, …} or [1234, …]; '
-            "counting_stars [counts…]; goto the value; cases/rag the case as in the cells table."
+            "counting_stars [counts…]; goto the value; cases/rag the case as in the cells table; "
+            'mrcr {"nonce": …, "reply": …}; latent_list the final list […].'
         ),
     ],
     answer: Annotated[str, typer.Option(help="The model's answer: text or a file path.")],

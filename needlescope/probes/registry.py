@@ -19,6 +19,8 @@ MODULES = {
     "goto": "needlescope.probes.goto",
     "cases": "needlescope.probes.cases",
     "rag": "needlescope.probes.rag",
+    "mrcr": "needlescope.probes.mrcr.probe",
+    "latent_list": "needlescope.probes.latent_list.probe",
 }
 
 if TYPE_CHECKING:
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
     _goto: Probe = goto
     _cases: Probe = cases
     _rag: Probe = rag
+
+    from needlescope.probes.latent_list import probe as latent_list
+    from needlescope.probes.mrcr import probe as mrcr
+
+    _mrcr: Probe = mrcr
+    _latent_list: Probe = latent_list
 
 
 def probe_module(name: str) -> Probe:
