@@ -4,6 +4,7 @@ the sweep writes them, read back through their views, and charted."""
 from __future__ import annotations
 
 import asyncio
+import html
 from pathlib import Path
 
 import altair as alt
@@ -18,6 +19,7 @@ from needlescope.probes.base import BuildTools, Context
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Reply
 from needlescope.warehouse.report.figures import probe_figures
+from needlescope.warehouse.report.sections.answers_side import answers_html
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import cell_row, graded_row
 
@@ -87,6 +89,16 @@ def test_mrcr_views_score_nonce_and_wrong_occurrence(tmp_path: Path) -> None:
     assert scores[0][1:] == (1, rows[0][2], 100.0, 1) and scores[1][1:] == (1, 0.0, 0.0, 0)
     charts = probe_figures(con, "mrcr")
     assert charts is not None and [name for name, _ in charts.figures] == ["score", "nonce_hits"]
+    # The drill-down: the asked reply and the one the answer reproduced, side by side.
+    shown = answers_html(con, "mrcr")
+    assert shown.count("<details class='answer'>") == 2
+    first_block = shown.split("<details class='answer'>")[1]  # lowest score first: the 0
+    assert "nonce missed" in first_block
+    wrong_block = shown.split("<details class='answer'>")[2]
+    asked_cell, reproduced_cell = wrong_block.split("<td>")[1:3]
+    assert html.escape(asked["reply"][:200]) in asked_cell
+    assert html.escape(other[:200]) in reproduced_cell
+    assert f"occurrence {3 - asked['ask']}, not the asked {asked['ask']}" in wrong_block
     for _, chart in charts.figures:
         assert isinstance(chart.to_dict(), dict)
 
@@ -111,6 +123,8 @@ def test_latent_views_score_and_consistent_prefix(tmp_path: Path) -> None:
         " ORDER BY operations"
     ).fetchall()
     assert scores == [(4, 1, 1, 0, 100.0), (8, 1, 0, 1, 0.0)]
+    assert "6 of 8 operations" not in answers_html(con, "latent_list")  # its latest: unread
+    assert "consistent with 4 of 4 operations" in answers_html(con, "latent_list")
     charts = probe_figures(con, "latent_list")
     assert charts is not None and len(charts.figures) == 2
     assert isinstance(charts.figures[1][1], alt.TopLevelMixin)
