@@ -24,9 +24,8 @@ from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report.data import ProbeData
 from needlescope.warehouse.report.figures import ProbeCharts
 from needlescope.warehouse.report.html import failed, template
-from needlescope.warehouse.report.sections import answers_side
+from needlescope.warehouse.report.sections import answers_side, run_metadata
 from needlescope.warehouse.report.sections import compare as compare_section
-from needlescope.warehouse.report.sections import run_metadata
 from needlescope.warehouse.report.sections import statistics as statistics_section
 from needlescope.warehouse.store import Warehouse
 
