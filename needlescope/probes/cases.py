@@ -312,7 +312,8 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
     detail: dict[str, Any] = {"grader": GRADER, "needles": entries}
     near_misses = expected.get("distractor_keywords") if isinstance(expected, Mapping) else None
     if isinstance(near_misses, list):
-        hit = distractor_hit(reply, [[str(k) for k in ks] for ks in near_misses])
+        lists = [[str(k) for k in ks] if isinstance(ks, list) else [] for ks in near_misses]
+        hit = distractor_hit(reply, lists)
         detail |= {"distractor": hit.distractor, "distractors_matched": list(hit.matched)}
     accuracy = 100 * sum(shares) / len(shares) if shares else None
     return Grade(
