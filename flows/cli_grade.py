@@ -24,7 +24,7 @@ def grade(
         str,
         typer.Argument(
             help="The probe whose grader to use: recall, counting_stars, goto, cases, rag, "
-            "niah, variable_tracking, aggregation."
+            "niah, variable_tracking, aggregation, mrcr, latent_list."
         ),
     ],
     expected: Annotated[
@@ -32,7 +32,8 @@ def grade(
         typer.Option(
             help='Expected answer, JSON or a file path: recall {"1": 1234, …} or [1234, …]; '
             "counting_stars [counts…]; goto the value; cases/rag the case as in the cells table; "
-            'niah/variable_tracking/aggregation the expected strings ["…", …].'
+            'niah/variable_tracking/aggregation the expected strings ["…", …]; '
+            'mrcr {"nonce": …, "reply": …}; latent_list the final list […].'
         ),
     ],
     answer: Annotated[str, typer.Option(help="The model's answer: text or a file path.")],

@@ -337,6 +337,36 @@ class RagProbe(CasesProbe):
         return self
 
 
+class MrcrProbe(Frozen):
+    """OpenAI's MRCR on conversations of our own: ``needles`` repeats of one request among
+    other requests, as many as fit each length (the whole conversation as sent)."""
+
+    probe: Literal["mrcr"]
+    lengths: list[Count] = Field(min_length=1)
+    length_unit: LengthUnit = "tokens"
+    needles: list[Literal[2, 4, 8]] = Field(default=[2, 4, 8], min_length=1)
+    answer_tokens: PositiveInt = 512  # a repeated reply runs to about 300 tokens
+    repeats: PositiveInt = 1
+
+
+class LatentListProbe(Frozen):
+    """Michelangelo's Latent List: a Python list changed by ``operations`` statements among
+    ``irrelevant`` ones, spread through a filler; the question asks for one of ``queries``."""
+
+    probe: Literal["latent_list"]
+    lengths: list[Count] = Field(min_length=1)
+    length_unit: LengthUnit = "tokens"
+    operations: list[Annotated[int, Field(ge=0, le=10_000, strict=True)]] = Field(min_length=1)
+    irrelevant: list[Annotated[int, Field(ge=0, le=10_000, strict=True)]] = Field(
+        default=[0], min_length=1
+    )
+    queries: list[Literal["list", "length", "element"]] = Field(default=["list"], min_length=1)
+    fillers: list[str] = Field(default=["prose-en"], min_length=1)
+    prompts: list[Literal["latent-list-v1"]] = Field(default=["latent-list-v1"], min_length=1)
+    answer_tokens: PositiveInt = 96  # twelve two-digit values at most
+    repeats: PositiveInt = 1
+
+
 ProbeConfig = Annotated[
     RecallProbe
     | CountingStarsProbe
@@ -345,6 +375,8 @@ ProbeConfig = Annotated[
     | RagProbe
     | NiahProbe
     | VariableTrackingProbe
-    | AggregationProbe,
+    | AggregationProbe
+    | MrcrProbe
+    | LatentListProbe,
     Field(discriminator="probe"),
 ]

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 CJK_CHAR = re.compile(f"[{CJK}]")
+# A needle (or a distractor) counts as said when at least this share of its keywords is found.
+RECALLED_SHARE = 0.5
 
 
 def fold(text: str) -> str:

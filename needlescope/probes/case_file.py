@@ -78,7 +78,8 @@ class Case:
         )
 
 
-_CASE_KEYS = {"needles", "question", "true_answer", "language"}
+# distractors and distractor_depths are read by probes/distractors.py (load_distractors).
+_CASE_KEYS = {"needles", "question", "true_answer", "language", "distractors", "distractor_depths"}
 _NEEDLE_KEYS = {"text", "keywords"}
 
 

@@ -27,13 +27,14 @@ from typing import Any, Literal
 from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import CasesProbe, SweepConfig
 from needlescope.fillers import Filler
-from needlescope.grading.keywords import needle_recall
+from needlescope.grading.keywords import RECALLED_SHARE, needle_recall
 from needlescope.hashing import canonical_json
 from needlescope.haystack import Inserted, insert_needles, last_sentence_end
 from needlescope.probes import uniah
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, joined, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.case_file import Case, load_cases
+from needlescope.probes.distractors import Distractors, distractor_hit, load_distractors, place
 from needlescope.probes.templates import CASES_TEMPLATES, UNIAH
 
 NAME = "cases"
@@ -41,7 +42,6 @@ FITS_FILLER = True
 PLACEMENT = "depth"
 REGION = "whole"
 GRADER = "keywords-v1"  # the keyword-recall rule above; bump it when the rule changes
-RECALLED_SHARE = 0.5  # a needle is recalled when at least this share of its keywords is found
 SIGMOID_STEEPNESS = 0.1  # the original needle test's logistic: 100 / (1 + e^(-0.1 (x - 50)))
 
 Spacing = Literal["linear", "sigmoid"]
@@ -113,12 +113,16 @@ def expand(config: SweepConfig, probe: CasesProbe) -> Iterator[Cell]:
         range(probe.repeats),
     )
     budget = budget_params(probe)
+    # A case's distractors join its cells' params: a case without any keeps its cell ids.
+    distractors = load_distractors(probe.cases_file)
     for model, case, length, depth, filler, repeat in axes:
+        near_misses = distractors[case.name].content() if case.name in distractors else {}
+        params = canonical_json({**case.params(probe.answer_buffer), **budget, **near_misses})
         for prompt in prompts_for(probe, case):
             yield Cell(
                 **model_fields(model),
                 probe=NAME,
-                probe_params=canonical_json({**case.params(probe.answer_buffer), **budget}),
+                probe_params=params,
                 filler=filler,
                 filler_spec=filler_identity(config.filler_spec(filler)),
                 placement=PLACEMENT,
@@ -191,6 +195,27 @@ def _appended(text: str, needles: Sequence[str]) -> Inserted:
     return Inserted("".join(pieces), tuple(offsets), tuple(spans))
 
 
+def with_distractors(
+    case: Case, depth: float, distractors: Distractors, filler: Filler, filler_chars: int
+) -> tuple[Inserted, list[float]]:
+    """``haystack`` with the case's distractors at their depths too (distractors.py), under the
+    same rule: depths are fractions of the filler up to its last complete sentence. Returns
+    the haystack (the needles' offsets) and each distractor's depth."""
+    text = filler.text(filler_chars)
+    end = last_sentence_end(text)
+    head = len(text) if end is None else end
+    depths = needle_depths(depth, len(case.needles))
+    placed_at = distractors.depths_for(depths)
+    placed = place(
+        text[:head],
+        [n.text for n in case.needles],
+        depths,
+        [d.text for d in distractors.items],
+        placed_at,
+    )
+    return Inserted(placed.text + text[head:], placed.needle_offsets, ()), placed_at
+
+
 def haystack_id(cell: Cell, case: Case) -> str:
     """The context id the cell has with needlescope's own prompt: cells with the same haystack
     and needles share it whatever their prompt (``facts.pair_id``; RAG cells pair on it)."""
@@ -211,7 +236,15 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
     """The prompt around ``filler_chars`` characters of filler (deterministic)."""
     case = case_of(cell)
     depth = 50.0 if cell.depth is None else cell.depth
-    inserted = haystack(case, depth, filler, filler_chars, end_at_100=seeded(cell))
+    distractors = Distractors.from_params(cell.params())
+    expected = expected_of(case)
+    extra: dict[str, Any] = {}
+    if distractors is None:
+        inserted = haystack(case, depth, filler, filler_chars, end_at_100=seeded(cell))
+    else:
+        inserted, placed_at = with_distractors(case, depth, distractors, filler, filler_chars)
+        expected["distractor_keywords"] = [list(d.keywords) for d in distractors.items]
+        extra["distractor_depths"] = [round(d, 6) for d in placed_at]
     if cell.prompt_version == UNIAH:
         messages = uniah.messages(inserted.text, case.question)
         prompt = joined(messages)
@@ -225,7 +258,7 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
     return Rendered(
         prompt_text=prompt,
         haystack_text=inserted.text,
-        expected=expected_of(case),
+        expected=expected,
         fractions=fractions,
         offsets=inserted.offsets,
         facts={
@@ -233,6 +266,7 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
             "needle_depths": [round(d, 6) for d in needle_depths(depth, len(case.needles))],
             "needle_fractions": list(fractions),
             "pair_id": haystack_id(cell, case),
+            **extra,
         },
         messages=messages,
     )
@@ -275,6 +309,12 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
             {"needle": index, "recall": round(share, 6), "recalled": recalled, "found": list(found)}
         )
     recalled_count = sum(n.in_lcs for n in needles)
+    detail: dict[str, Any] = {"grader": GRADER, "needles": entries}
+    near_misses = expected.get("distractor_keywords") if isinstance(expected, Mapping) else None
+    if isinstance(near_misses, list):
+        lists = [[str(k) for k in ks] if isinstance(ks, list) else [] for ks in near_misses]
+        hit = distractor_hit(reply, lists)
+        detail |= {"distractor": hit.distractor, "distractors_matched": list(hit.matched)}
     accuracy = 100 * sum(shares) / len(shares) if shares else None
     return Grade(
         parse_ok=True,
@@ -282,7 +322,7 @@ def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
         accuracy=accuracy,
         answered=found_lists,
         figures={"correct": recalled_count, "missing": len(needles) - recalled_count},
-        detail={"grader": GRADER, "needles": entries},
+        detail=detail,
         needles=tuple(needles),
     )
 

@@ -23,6 +23,8 @@ MODULES = {
     "niah": "needlescope.probes.ruler.probe_niah",
     "variable_tracking": "needlescope.probes.ruler.probe_vt",
     "aggregation": "needlescope.probes.ruler.probe_aggregation",
+    "mrcr": "needlescope.probes.mrcr.probe",
+    "latent_list": "needlescope.probes.latent_list.probe",
 }
 
 if TYPE_CHECKING:
@@ -34,11 +36,15 @@ if TYPE_CHECKING:
     _cases: Probe = cases
     _rag: Probe = rag
 
+    from needlescope.probes.latent_list import probe as latent_list
+    from needlescope.probes.mrcr import probe as mrcr
     from needlescope.probes.ruler import probe_aggregation, probe_niah, probe_vt
 
     _niah: Probe = probe_niah
     _variable_tracking: Probe = probe_vt
     _aggregation: Probe = probe_aggregation
+    _mrcr: Probe = mrcr
+    _latent_list: Probe = latent_list
 
 
 def probe_module(name: str) -> Probe:

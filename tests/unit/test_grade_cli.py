@@ -168,3 +168,19 @@ def test_judge_needs_a_config() -> None:
         app, ["grade", "cases", "--expected", "{}", "--answer", "x", "--judge", "j"]
     )
     assert result.exit_code == 2 and "--judge needs --config" in result.output
+
+
+def test_grade_mrcr_and_latent_list_print_one_json_object() -> None:
+    mrcr = ["grade", "mrcr", "--expected", '{"nonce": "XyZ0123456", "reply": "a tapir song"}']
+    result = runner.invoke(app, [*mrcr, "--answer", "XyZ0123456a tapir poem"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    # difflib by hand: "a tapir " and "o" match, 2 × 9 / 24 = 0.75.
+    assert out["accuracy"] == 75.0 and out["detail"]["nonce_hit"] is True
+    latent = ["grade", "latent_list", "--expected", "[12, 40, 7]"]
+    result = runner.invoke(app, [*latent, "--answer", "x is [12, 40, 7] now"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["accuracy"] == 100.0
+    result = runner.invoke(app, [*latent, "--answer", "I lost track"])
+    out = json.loads(result.stdout)
+    assert (out["parse_ok"], out["accuracy"]) == (False, None)

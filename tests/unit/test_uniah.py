@@ -181,7 +181,9 @@ def test_shipped_cases_keep_their_cell_ids() -> None:
     assert english["lighthouse_colour"].sha256 == "10990586f465b2ae"
     assert chinese["qingshi_tea"].sha256 == "5dac60b78875d5b8"
     ids = sorted(c.cell_id for c in expand_grid(load_config(REPO / "configs" / "cases.yaml")))
-    assert ids[:3] == ["0bed085fffe90175", "228f319457dad952", "ccadd67df38e7ae7"]
+    # cases.yaml also runs a distractor case since issue 18: the recipe cells keep their ids.
+    assert {"0bed085fffe90175", "228f319457dad952", "ccadd67df38e7ae7"} <= set(ids)
+    assert ids[:2] == ["0bed085fffe90175", "228f319457dad952"]
     ids = sorted(c.cell_id for c in expand_grid(load_config(REPO / "configs" / "rag.yaml")))
     assert ids[:3] == ["4a1ea5301ad9108a", "510a73c23fae7f22", "7e68d2b563d69553"]
 

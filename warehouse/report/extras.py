@@ -24,8 +24,8 @@ from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report.data import ProbeData
 from needlescope.warehouse.report.figures import ProbeCharts
 from needlescope.warehouse.report.html import failed, template
+from needlescope.warehouse.report.sections import answers_side, run_metadata
 from needlescope.warehouse.report.sections import compare as compare_section
-from needlescope.warehouse.report.sections import run_metadata
 from needlescope.warehouse.report.sections import statistics as statistics_section
 from needlescope.warehouse.store import Warehouse
 
@@ -171,6 +171,7 @@ def collect(
     probe_html = {
         p.probe: statistics_section.model_summary(con, p.probe, seed=seed)
         + (hint if p.probe in targets else "")
+        + answers_side.answers_html(con, p.probe)
         for p in probes
     }
     options: dict[str, Any] = {

@@ -13,6 +13,7 @@ from needlescope.warehouse.charts import counting_stars as charts_stars
 from needlescope.warehouse.charts import goto as charts_goto
 from needlescope.warehouse.charts.shared import Chart
 from needlescope.warehouse.report import drilldown
+from needlescope.warehouse.report import figures_own as own_figures
 
 Figures = list[tuple[str, Chart]]
 
@@ -117,6 +118,8 @@ FIGURES: dict[str, Callable[[duckdb.DuckDBPyConnection], ProbeCharts]] = {
     "niah": ruler("niah"),
     "variable_tracking": ruler("variable_tracking"),
     "aggregation": ruler("aggregation"),
+    "mrcr": lambda con: ProbeCharts(own_figures.mrcr(con)),
+    "latent_list": lambda con: ProbeCharts(own_figures.latent_list(con)),
 }
 
 
