@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -170,23 +169,22 @@ def test_prose_rejects_unknown_language() -> None:
         SyntheticProseFiller("fr", 0)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("language", ["en", "zh"])
-def test_prose_is_fast(language: str) -> None:
-    # About 20-30 M chars/s on a laptop; 3 MB/s leaves room for slow CI machines.
-    filler = SyntheticProseFiller(language, 11)  # type: ignore[arg-type]
-    start = time.perf_counter()
-    text = filler.text(3_000_000)
-    seconds = time.perf_counter() - start
-    assert len(text.encode()) / seconds > 3_000_000
-
-
-def test_prose_reuses_generated_text() -> None:
+def test_prose_reuses_generated_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its speed is measured in bench/bench_haystack.py; here: shorter texts generate nothing new.
     filler = SyntheticProseFiller("en", 2)
-    filler.text(2_000_000)
-    start = time.perf_counter()
+    longest = filler.text(2_000_000)
+    blocks = 0
+    generate = filler._next_block
+
+    def counted() -> str:
+        nonlocal blocks
+        blocks += 1
+        return generate()
+
+    monkeypatch.setattr(filler, "_next_block", counted)
     for n in range(1_000_000, 2_000_000, 10_000):
-        filler.text(n)
-    assert time.perf_counter() - start < 0.5
+        assert filler.text(n) == longest[:n]
+    assert blocks == 0
 
 
 # --- corpus -----------------------------------------------------------------------------------
