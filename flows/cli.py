@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
-from needlescope.flows import cli_grade, cli_ops
+from needlescope.flows import cli_grade, cli_import, cli_ops
 from needlescope.flows.cli_common import (
     EXIT_BUDGET_SPENT,
     EXIT_CELLS_FAILED,
@@ -223,6 +223,7 @@ for command in (cli_ops.plan, cli_ops.serve, cli_ops.server, cli_ops.deploy, cli
 for command in (cli_ops.compact, cli_ops.report, cli_grade.grade):
     app.command()(command)
 app.command("import-legacy")(cli_ops.import_legacy)
+app.command("import")(cli_import.import_results)
 
 
 def main() -> None:

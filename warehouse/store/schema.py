@@ -31,6 +31,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "cells.depth: a needle case's depth percent, a column of its own (its region is the"
         " cell's own again; the cells view reads older rows' depth from their facts)",
     ),
+    (
+        9,
+        "original-score",
+        "answers.original_score: an imported answer's score by its own tool, unscaled"
+        " (gkamradt's and U-NIAH's judge, 1-10), beside needlescope's grade",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -143,6 +149,9 @@ ANSWERS = pa.schema(
         # The reply (or a value read from it) held what UTF-8 cannot encode, such as a lone
         # surrogate from a JSON "\ud800": stored with U+FFFD in its place.
         ("response_repaired", pa.bool_()),
+        # An imported answer's score by the tool that produced it, on that tool's own scale
+        # (gkamradt's GPT judge: 1-10); NULL for needlescope's own answers.
+        ("original_score", pa.float64()),
     ]
 )
 
