@@ -1,7 +1,6 @@
 """The end of a run: its ``end`` row and summary, then drift against the previous epoch,
 compaction and the views file (none of which can fail the run)."""
 
-import json
 from typing import Any
 
 from prefect.states import Completed, Failed, State
@@ -62,7 +61,12 @@ def finish_run(
         compact_warehouse(store, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
-    message = json.dumps(summary)
+    # Prefect logs the final state with its message: one line, not the whole summary (the
+    # command line prints the result on stdout; the summary is the state's data).
+    message = (
+        f"run {run_id}, epoch {epoch}: {summary['cells_graded']} cells graded,"
+        f" {summary['cells_skipped']} skipped, {summary['cells_failed']} failed"
+    )
     if summary["cells_failed"]:
         return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
     if "nothing_measured" in summary:

@@ -99,7 +99,9 @@ def test_sweep_rerun_and_new_epoch(cli, write_config, tmp_path: Path) -> None:
     assert (tmp_path / "rep" / "accuracy_by_length.png").is_file()
     files_after_first = answer_files(store)
 
-    second = cli("run", str(config), "--warehouse", str(wh), "--epoch", "e1", "--no-report")
+    second = cli(
+        "run", str(config), "--warehouse", str(wh), "--epoch", "e1", "--no-report", "--json"
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     assert '"cells_skipped": 4' in second.stdout
     assert '"cells_graded": 0' in second.stdout
