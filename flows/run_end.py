@@ -61,17 +61,21 @@ def finish_run(
         compact_warehouse(store, logger)
     if not store.refresh_views_file():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
-    # Prefect logs the final state with its message: one line, not the whole summary (the
-    # command line prints the result on stdout; the summary is the state's data).
-    message = (
-        f"run {run_id}, epoch {epoch}: {summary['cells_graded']} cells graded,"
-        f" {summary['cells_skipped']} skipped, {summary['cells_failed']} failed"
-    )
+    message = state_message(summary)
     if summary["cells_failed"]:
         return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
     if "nothing_measured" in summary:
         return Failed(message=f"nothing measured: {message}", data=summary)
     return Completed(message=message, data=summary)
+
+
+def state_message(summary: dict[str, Any]) -> str:
+    """The final state's message, which Prefect logs: one line, not the whole summary (the
+    command line prints the result on stdout; the summary is the state's data)."""
+    return (
+        f"run {summary['run_id']}, epoch {summary['epoch']}: {summary['cells_graded']} cells"
+        f" graded, {summary['cells_skipped']} skipped, {summary['cells_failed']} failed"
+    )
 
 
 def run_summary(

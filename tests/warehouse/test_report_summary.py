@@ -126,3 +126,23 @@ def test_the_order_is_a_list_of_names() -> None:
         "alpha",
         "zeta",
     ]
+
+
+def test_other_sections_add_flags_through_the_hook(tmp_path: Path) -> None:
+    """#19's failed gates join the summary as FLAG_SOURCES: (text, anchor) per model × probe."""
+    from needlescope.warehouse.report.sections import summary as summary_section
+
+    store = Warehouse(tmp_path / "wh")
+    import_tool("counting-stars", FIXTURES / "counting_stars" / "results", "m", store)
+
+    def gates(con: object) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        return {("m", "counting_stars"): [("gate min_accuracy 90 failed", "gates-m")]}
+
+    summary_section.FLAG_SOURCES.append(gates)
+    try:
+        rows, flags = summary_section.collect(store.root, threshold=85.0, spread=30.0)
+    finally:
+        summary_section.FLAG_SOURCES.remove(gates)
+    html = summary_section.section(rows, flags)
+    assert "<a href='#gates-m'>gate min_accuracy 90 failed</a>" in html
+    assert "<tr class='flagged'>" in html
