@@ -18,7 +18,7 @@ from needlescope.flows.cli_common import console as stderr
 from needlescope.warehouse.stats.overview import DEFAULT_THRESHOLD, Overview, overview
 from needlescope.warehouse.store import Warehouse
 
-MIN_WIDTH = 110  # a pipe or a file gets the whole table on one line a row
+MIN_WIDTH = 120  # a pipe or a file gets the whole table on one line a row
 
 
 def epoch_overview(root: Path, summary: dict[str, Any]) -> list[Overview]:

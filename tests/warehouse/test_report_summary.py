@@ -102,10 +102,13 @@ def test_a_chart_with_no_data_is_one_line(tmp_path: Path) -> None:
     lines = re.findall(r"<p class='muted chart-empty' id='([^']+)'>([^<]+)</p>", page)
     assert lines, "every cases chart is empty here"
     texts = dict(lines)
+    why = " — no valid answer: 0 invalid, 0 failed requests"
     assert texts["cases_keyword_heatmap"].endswith(
-        ": No needle-case answers yet: nothing to chart."
+        ": No needle-case answers yet: nothing to chart." + why
     )
-    assert texts["cases_parse_failures_by_length"].endswith(": No answers yet: nothing to chart.")
+    assert texts["cases_parse_failures_by_length"].endswith(
+        ": No answers yet: nothing to chart." + why
+    )
     # the tool's own judge scores are data: that heatmap is drawn (the original's figure)
     assert "<div class='vega' id='cases_judge_heatmap'>" in page
     for name, _ in lines:

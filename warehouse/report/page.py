@@ -143,15 +143,15 @@ def _figures(probe: data.ProbeData, own: ProbeCharts | None) -> list[recall.Figu
 
 
 def _no_data(probe: data.ProbeData) -> str:
-    """Why a chart of ``probe`` may have nothing to draw, in one line."""
+    """Why every chart of ``probe`` may have nothing to draw ("" when it has graded answers)."""
     table = probe.stats
     answers, graded = int(table["answers"].sum()), int(table["graded"].sum())
     invalid, errors = int(table["invalid"].sum()), int(table["errors"].sum())
     if answers == 0:
-        return f"no valid answer to draw ({invalid} invalid answers, {errors} failed requests)"
+        return f"no valid answer: {invalid} invalid, {errors} failed requests"
     if graded == 0:
         return f"no answer could be graded: all {answers} valid answers are parse failures"
-    return "none of this probe's answers holds what this chart shows"
+    return ""
 
 
 def _rows(node: Any) -> Iterator[Any]:
@@ -179,9 +179,9 @@ def _nothing_drawn(spec: Mapping[str, Any], why: str) -> str | None:
     title = title.get("text") if isinstance(title, dict) else title
     title = " ".join(title) if isinstance(title, list) else str(title or "chart")
     if not rows:
-        return f"{title}: nothing to draw, {why}."
+        return f"{title}: nothing to draw, {why or 'no data'}."
     if all(isinstance(r, dict) and set(r) == {"message"} for r in rows):
-        return f"{title}: {rows[0]['message']}"
+        return f"{title}: {rows[0]['message']}" + (f" — {why}" if why else "")
     return None
 
 
@@ -203,7 +203,7 @@ class _Drawing:
         for figure in sorted(shown, key=lambda f: f.name not in HEATMAPS):
             name = prefix + figure.name
             spec = vega.chart_spec(figure.chart)
-            line = _nothing_drawn(spec, why or "no data")
+            line = _nothing_drawn(spec, why)
             if line is not None:
                 del self.specs[name]
                 self.empty[name] = line
