@@ -37,6 +37,8 @@ def import_results(
     from needlescope.warehouse.store.legacy import import_legacy_db
     from needlescope.warehouse.store.tool_import import import_tool
 
+    if question != DEFAULT_QUESTION and tool != "gkamradt":
+        raise fail(f"--question: only gkamradt's files lack their question, not {tool}'s")
     store = Warehouse(warehouse or default_root())
     try:
         if tool == RECALL_SEED:

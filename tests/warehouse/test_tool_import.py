@@ -137,6 +137,10 @@ def test_an_unknown_tool_exits_2(tmp_path: Path) -> None:
     result = invoke("import", "lost-in-the-middle", str(tmp_path), "--model", "m")
     assert result.exit_code == 2
     assert "unknown tool 'lost-in-the-middle'" in result.stderr
+    path = str(FIXTURES / "ruler")
+    asked = invoke("import", "ruler", path, "--model", "m", "--question", "Why?")
+    assert asked.exit_code == 2
+    assert asked.stderr.startswith("error: --question: only gkamradt's files")
 
 
 def test_the_question_option_and_the_tool_s_current_layout(tmp_path: Path) -> None:
