@@ -2,8 +2,10 @@
 and the statistics table as ``stats.csv`` and ``stats.xlsx``. (``write_report`` runs past
 60 lines: the report's order of work, queries, tables, then charts drawn beside, in one place.)
 
-The page is ``templates/page.html`` around the sections: each probe's (sections/probe.py,
-charts/), then the comparison, statistics and run metadata (extras.py), the runs and files.
+The page is ``templates/page.html`` around the sections: the summary (sections/summary.py),
+each probe's in ``probes/order.py``'s order (sections/probe.py, charts/; a chart with nothing
+to draw is one line saying why), then the comparison, statistics and run metadata (extras.py),
+the runs and files.
 """
 
 from __future__ import annotations
@@ -174,15 +176,17 @@ def _nothing_drawn(spec: Mapping[str, Any], why: str) -> str | None:
     """The line a chart with no data becomes (its title and why), or None when it has data.
     A chart builder's placeholder (charts.shared.placeholder: rows of a message only) says
     why itself."""
-    rows = list(_rows(spec))
+    message = None
+    for row in _rows(spec):  # stops at the first row of data: a large heatmap is not walked
+        if not (isinstance(row, dict) and set(row) == {"message"}):
+            return None
+        message = message or str(row["message"])
     title = spec.get("title")
     title = title.get("text") if isinstance(title, dict) else title
     title = " ".join(title) if isinstance(title, list) else str(title or "chart")
-    if not rows:
+    if message is None:
         return f"{title}: nothing to draw, {why or 'no data'}."
-    if all(isinstance(r, dict) and set(r) == {"message"} for r in rows):
-        return f"{title}: {rows[0]['message']}" + (f" — {why}" if why else "")
-    return None
+    return f"{title}: {message}" + (f" — {why}" if why else "")
 
 
 class _Drawing:
