@@ -6,7 +6,6 @@ A command runs past 60 lines by its options alone: typer reads them from the sig
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 from pathlib import Path
@@ -15,11 +14,12 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
-from needlescope.flows import cli_gates, cli_grade, cli_ops, cli_stats
+from needlescope.flows import cli_gates, cli_grade, cli_import, cli_ops, cli_stats
 from needlescope.flows.cli_common import (
     EXIT_BUDGET_SPENT,
     EXIT_CELLS_FAILED,
     EXIT_GATE_FAILED,
+    JsonOption,
     ReportDirOption,
     ReportOption,
     WarehouseOption,
@@ -51,6 +51,7 @@ def run(
     ] = False,
     report: ReportOption = True,
     report_dir: ReportDirOption = Path("reports"),
+    as_json: JsonOption = False,
 ) -> None:
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
     from needlescope.config_file import load_config
@@ -79,7 +80,7 @@ def run(
         config=config,  # checked above: the flow does not read the file again
         return_state=True,
     )
-    _run_and_report(flow_run, store.root, report and not only_context, report_dir)
+    _run_and_report(flow_run, store.root, report and not only_context, report_dir, as_json)
 
 
 @app.command()
@@ -112,6 +113,7 @@ def rerun(
     warehouse: WarehouseOption = None,
     report: ReportOption = True,
     report_dir: ReportDirOption = Path("reports"),
+    as_json: JsonOption = False,
 ) -> None:
     """Rerun the cells of RUN_ID that have no graded answer (in that run's epoch), or with
     --validity those whose answer does not measure recall."""
@@ -144,7 +146,7 @@ def rerun(
         validities=validities,
         return_state=True,
     )
-    _run_and_report(flow_run, store.root, report, report_dir)
+    _run_and_report(flow_run, store.root, report, report_dir, as_json)
 
 
 def _check_models(config: Any, *, query: bool) -> None:
@@ -162,8 +164,12 @@ def _check_models(config: Any, *, query: bool) -> None:
     asyncio.run(check_models(config))
 
 
-def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -> None:
-    """Run a sweep-like flow with a progress bar, print its summary, exit with its code."""
+def _run_and_report(
+    flow_run: Any, root: Path, report: bool, report_dir: Path, as_json: bool = False
+) -> None:
+    """Run a sweep-like flow with a progress bar, print its result (a table, or with
+    ``as_json`` one JSON object) on stdout, exit with its code."""
+    from needlescope.flows import cli_summary
     from needlescope.flows.cli_progress import RichProgress
     from needlescope.flows.progress import showing
 
@@ -174,11 +180,18 @@ def _run_and_report(flow_run: Any, root: Path, report: bool, report_dir: Path) -
     summary = _state_summary(state)
     if summary is None:
         raise fail(_state_error(state))
-    sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    path = None
     if summary.get("nothing_measured"):  # every cell dropped: a config to fix, not a result
-        raise fail(f"nothing measured: {summary['nothing_measured']}")
+        report = False
     if report and summary.get("cells_graded", 0) + summary.get("cells_skipped", 0) > 0:
-        write_report(root, report_dir)
+        path = write_report(root, report_dir, announce=False)
+    rows = cli_summary.epoch_overview(root, summary)
+    if as_json:
+        sys.stdout.write(cli_summary.as_json(summary, rows, path) + "\n")
+    else:
+        cli_summary.print_table(summary, rows, path)
+    if summary.get("nothing_measured"):
+        raise fail(f"nothing measured: {summary['nothing_measured']}")
     if summary.get("cells_unsent"):
         raise fail(
             f"budget spent: {summary['cells_unsent']} cells left unsent. Run the same command "
@@ -229,6 +242,7 @@ for command in (cli_ops.compact, cli_ops.report, cli_grade.grade):
 app.command("import-legacy")(cli_ops.import_legacy)
 app.command()(cli_gates.gates)
 app.command()(cli_stats.stats)
+app.command("import")(cli_import.import_results)
 
 
 def main() -> None:

@@ -31,6 +31,12 @@ ReportOption = Annotated[
     bool, typer.Option("--report/--no-report", help="Write the HTML report afterwards.")
 ]
 ReportDirOption = Annotated[Path, typer.Option(help="Where the report goes.")]
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print the result as one JSON object on stdout (for scripts), no table."
+    ),
+]
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -57,8 +63,10 @@ def text_or_file(value: str) -> str:
     return value
 
 
-def write_report(root: Path, out: Path, **options: Any) -> None:
+def write_report(root: Path, out: Path, *, announce: bool = True, **options: Any) -> Path:
     from needlescope.warehouse.report.page import write_report as write
 
     path = write(root, out, **options)
-    console.print(f"report: {path}")
+    if announce:
+        console.print(f"report: {path}")
+    return path

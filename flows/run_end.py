@@ -1,7 +1,6 @@
 """The end of a run: its ``end`` row and summary, then drift against the previous epoch,
 compaction and the views file (none of which can fail the run)."""
 
-import json
 from typing import Any
 
 from prefect.states import Completed, Failed, State
@@ -72,7 +71,7 @@ def finish_run(
 
 def final_state(summary: dict[str, Any], gate_failed: str | None) -> State:
     """Failed, naming the first failed gate, else the failed cells, else nothing measured."""
-    message = json.dumps(summary)
+    message = state_message(summary)
     if gate_failed:
         also = f"; {summary['cells_failed']} cells failed" if summary["cells_failed"] else ""
         return Failed(message=f"{gate_failed}{also}", data=summary)
@@ -81,6 +80,15 @@ def final_state(summary: dict[str, Any], gate_failed: str | None) -> State:
     if "nothing_measured" in summary:
         return Failed(message=f"nothing measured: {message}", data=summary)
     return Completed(message=message, data=summary)
+
+
+def state_message(summary: dict[str, Any]) -> str:
+    """The final state's message, which Prefect logs: one line, not the whole summary (the
+    command line prints the result on stdout; the summary is the state's data)."""
+    return (
+        f"run {summary['run_id']}, epoch {summary['epoch']}: {summary['cells_graded']} cells"
+        f" graded, {summary['cells_skipped']} skipped, {summary['cells_failed']} failed"
+    )
 
 
 def run_summary(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from needlescope.warehouse.store import Warehouse
-from tests.e2e.test_report_browser import assert_all_drawn, chart_ids
+from tests.e2e.test_report_browser import assert_all_drawn, chart_ids, chart_lines
 from tests.support.browser import inspect_file, require_chromium
 
 pytestmark = pytest.mark.e2e
@@ -83,8 +83,11 @@ def test_every_probe_runs_and_its_charts_draw(cli, tmp_path: Path) -> None:
 
     page = report / "report.html"
     names = chart_ids(page)
+    # The 135M model fails most tasks: a chart with nothing to draw is one line saying why.
+    lines = chart_lines(page)
+    assert all(text.strip() for text in lines.values())
     for probe, expected in PROBE_CHARTS.items():
-        assert set(expected) <= set(names), (probe, names)
-    assert {"cases_keyword_heatmap", "cases_llm_vs_rag"} <= set(names)
+        assert set(expected) <= set(names) | set(lines), (probe, names, lines)
+    assert {"cases_keyword_heatmap", "cases_llm_vs_rag"} <= set(names) | set(lines)
     require_chromium()
     assert_all_drawn(inspect_file(page), names)

@@ -95,11 +95,24 @@ def test_sweep_rerun_and_new_epoch(cli, write_config, tmp_path: Path) -> None:
     recorded = sum(row[3] for row in results)
     assert plan_total["to_send"] == 4
     assert abs(plan_total["prompt_tokens"] - recorded) <= 3 * 4
-    assert (tmp_path / "rep" / "report.html").is_file()
-    assert (tmp_path / "rep" / "accuracy_by_length.png").is_file()
+    page = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    # The chart is drawn (and saved as PNG) when an answer parsed; else it is one line saying
+    # why (issue 20): the 135M model's four answers may all be truncated.
+    [(parsed,)] = rows(
+        store,
+        "SELECT count(*) FROM results WHERE epoch = 'e1' AND parse_ok"
+        " AND validity IN ('valid', 'unknown')",
+    )
+    if parsed:
+        assert (tmp_path / "rep" / "accuracy_by_length.png").is_file()
+    else:
+        assert "<p class='muted chart-empty' id='accuracy_by_length'>" in page
+        assert not (tmp_path / "rep" / "accuracy_by_length.png").exists()
     files_after_first = answer_files(store)
 
-    second = cli("run", str(config), "--warehouse", str(wh), "--epoch", "e1", "--no-report")
+    second = cli(
+        "run", str(config), "--warehouse", str(wh), "--epoch", "e1", "--no-report", "--json"
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     assert '"cells_skipped": 4' in second.stdout
     assert '"cells_graded": 0' in second.stdout

@@ -45,7 +45,9 @@ def files(folder: Path) -> list[Path]:
 
 
 def run(cli: Any, config: Path, wh: Path, epoch: str) -> None:
-    done = cli("run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", extra_env=ENV)
+    done = cli(
+        "run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", "--json", extra_env=ENV
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["cells_graded"] == 24
 

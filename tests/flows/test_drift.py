@@ -41,7 +41,9 @@ def forgetful(body: dict[str, Any]) -> str:
 
 
 def run(cli: Any, config: Path, wh: Path, epoch: str) -> dict[str, Any]:
-    done = cli("run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", extra_env=ENV)
+    done = cli(
+        "run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", "--json", extra_env=ENV
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return dict(json.loads(done.stdout))
 

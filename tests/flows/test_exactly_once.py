@@ -233,7 +233,7 @@ def test_any_reply_is_stored_and_what_utf8_cannot_hold_is_flagged(
             "run", str(config), "-w", str(wh), "--epoch", "h", "--report-dir", str(tmp_path / "rep")
         )
         assert server.requests == len(HOSTILE_REPLIES)
-        again = cli("run", str(config), "-w", str(wh), "--epoch", "h", "--no-report")
+        again = cli("run", str(config), "-w", str(wh), "--epoch", "h", "--no-report", "--json")
         assert server.requests == len(HOSTILE_REPLIES)  # the epoch is complete: nothing sent
     assert again.returncode == 0 and json.loads(again.stdout)["cells_skipped"] == 12
     assert done.returncode == 0, done.stderr[-3000:]
@@ -282,7 +282,17 @@ def test_a_failed_token_count_fails_its_cell_and_the_sweep_goes_on(
     wh, env = tmp_path / "wh", {"NS_FAKE_KEY": KEY}
     with FlakyCounter(perfect_answer, rates={"server_error": 0.2}, seed=seed) as server:
         config = write_config(counted_config(server.url, retries))
-        first = cli("run", str(config), "-w", str(wh), "--epoch", "t", "--no-report", extra_env=env)
+        first = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "t",
+            "--no-report",
+            "--json",
+            extra_env=env,
+        )
         counts, faults = server.count_requests, sum(server.fault_counts.values())
         assert faults > 0 and "Traceback" not in first.stderr
         store = Warehouse(wh)

@@ -288,7 +288,7 @@ def test_rerun_failed_reruns_exactly_the_runs_unfinished_cells(
     rates = {"server_error": 0.2, "empty_choices": 0.2}
     with FakeOpenAIServer(perfect_answer, rates=rates, seed=8) as server:
         config = write_config(config_text(server.base_url, "rerun", repeats=3))
-        first = cli("run", str(config), "-w", str(wh), "--no-report", extra_env=ENV)
+        first = cli("run", str(config), "-w", str(wh), "--no-report", "--json", extra_env=ENV)
         assert first.returncode == 1, first.stderr[-2000:]
         run_id = json.loads(first.stdout)["run_id"]
         assert f"needlescope rerun {run_id}" in first.stderr

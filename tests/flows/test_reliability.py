@@ -202,6 +202,7 @@ def test_five_kills_then_every_cell_is_graded_exactly_once(
             "--epoch",
             "crash",
             "--no-report",
+            "--json",
             extra_env=ENV,
         )
         assert final.returncode == 0, final.stderr[-3000:]
@@ -288,7 +289,17 @@ def test_faults_end_as_explicit_rows_and_a_rerun_asks_only_for_them(
                 model_extra="    timeout_s: 0.5\n",
             )
         )
-        first = cli("run", str(config), "-w", str(wh), "--epoch", "f", "--no-report", extra_env=ENV)
+        first = cli(
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "f",
+            "--no-report",
+            "--json",
+            extra_env=ENV,
+        )
         first_s = time.monotonic() - began
         assert first.returncode in (0, 1), first.stderr[-3000:]
         first_requests = server.requests
@@ -338,7 +349,15 @@ def test_faults_end_as_explicit_rows_and_a_rerun_asks_only_for_them(
         server.reset_counts()
         rerun_began = time.monotonic()
         second = cli(
-            "run", str(config), "-w", str(wh), "--epoch", "f", "--no-report", extra_env=ENV
+            "run",
+            str(config),
+            "-w",
+            str(wh),
+            "--epoch",
+            "f",
+            "--no-report",
+            "--json",
+            extra_env=ENV,
         )
         rerun_s = time.monotonic() - rerun_began
         assert second.returncode == 0, second.stderr[-3000:]

@@ -204,6 +204,7 @@ def test_a_spent_budget_stops_cleanly_and_a_later_run_finishes(
             "--epoch",
             "b",
             "--no-report",
+            "--json",
             extra_env={"NS_FAKE_KEY": KEY},
         )
         assert first.returncode == 3, first.stderr[-2000:]

@@ -2,8 +2,10 @@
 and the statistics table as ``stats.csv`` and ``stats.xlsx``. (``write_report`` runs past
 60 lines: the report's order of work, queries, tables, then charts drawn beside, in one place.)
 
-The page is ``templates/page.html`` around the sections: each probe's (sections/probe.py,
-charts/), then the comparison, statistics and run metadata (extras.py), the runs and files.
+The page is ``templates/page.html`` around the sections: the summary (sections/summary.py),
+each probe's in ``probes/order.py``'s order (sections/probe.py, charts/; a chart with nothing
+to draw is one line saying why), then the comparison, statistics and run metadata (extras.py),
+the runs and files.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -23,11 +25,13 @@ import polars as pl
 
 from needlescope.effective_length import RULER_PROBES
 from needlescope.errors import WarehouseError
+from needlescope.probes.order import probe_rank
 from needlescope.warehouse.charts import recall, render, vega
 from needlescope.warehouse.report import data, drilldown, extras
 from needlescope.warehouse.report.figures import ProbeCharts, probe_figures
-from needlescope.warehouse.report.html import anchor, fill, frame_table, template
+from needlescope.warehouse.report.html import anchor, failed, fill, frame_table, template
 from needlescope.warehouse.report.sections import probe as probe_section
+from needlescope.warehouse.report.sections import summary as summary_section
 from needlescope.warehouse.stats import stats, tables
 from needlescope.warehouse.store import Warehouse, figures
 from needlescope.warehouse.store.schema import TABLES
@@ -63,14 +67,27 @@ def write_report(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     vl = vega.vl_version()
-    with ThreadPoolExecutor(max_workers=1) as pool, render.renderers() as draw:
+    spread = unstable_range if unstable_spread is None else unstable_spread
+    with (
+        ThreadPoolExecutor(max_workers=1) as pool,
+        ThreadPoolExecutor(max_workers=1) as side,
+        render.renderers() as draw,
+    ):
         bundle = pool.submit(vega.vega_bundle)  # the slowest step: overlap it with the queries
         # The renderers start their Vega runtimes while the queries run.
         warming = [draw.submit(render.warm_up, vl) for _ in range(2)]
         con = _connect(Path(root))
+        # The summary (first on the page) on a connection of its own, beside everything else.
+        summary = side.submit(
+            summary_section.collect,
+            Path(root),
+            threshold=effective_threshold,
+            spread=spread,
+        )
         try:
             source = data.snapshot(con)
             table, probes = data.load(con, unstable_range, source)
+            probes = sorted(probes, key=lambda p: probe_rank(p.probe))
             runs = stats.run_overview(con)
             errors = stats.error_counts(con, source=source)
             own = {probe.probe: probe_figures(con, probe.probe) for probe in probes}
@@ -81,7 +98,7 @@ def write_report(
                 variant_axes=recall.VARIANT_AXES,
                 source=source,
                 effective_threshold=effective_threshold,
-                unstable_spread=unstable_range if unstable_spread is None else unstable_spread,
+                unstable_spread=spread,
                 root=Path(root),  # its slow part runs beside the charts, on its own connection
             )
         finally:
@@ -96,13 +113,22 @@ def write_report(
                 f"Probe: {probe.probe}",
                 probe_section.section(
                     probe,
-                    drawing.draw(probe.probe, _figures(probe, own[probe.probe])),
+                    drawing.draw(probe.probe, _figures(probe, own[probe.probe]), _no_data(probe)),
                     unstable_range,
                     added.probe_html.get(probe.probe, ""),
+                    empty=drawing.empty,
                 ),
             )
             for probe in probes
         ]
+        if probes:
+            try:
+                rows, flags = summary.result()
+                first = summary_section.section(rows, flags, threshold=effective_threshold)
+            except extras.FAILURES as exc:  # the page keeps its sections: say what is missing
+                first = f"<section id='summary'><h2>Summary</h2>{failed('the summary', exc)}"
+                first += "</section>"
+            sections.insert(0, ("summary", "Summary", first))
         page = _page(root, sections, errors, runs, drawing.specs, bundle.result(), added)
         for job in [*warming, *drawing.saved]:
             job.result()
@@ -122,22 +148,75 @@ def _figures(probe: data.ProbeData, own: ProbeCharts | None) -> list[recall.Figu
     return kept + [recall.Figure(name, chart) for name, chart in own.figures]
 
 
+def _no_data(probe: data.ProbeData) -> str:
+    """Why every chart of ``probe`` may have nothing to draw ("" when it has graded answers)."""
+    table = probe.stats
+    answers, graded = int(table["answers"].sum()), int(table["graded"].sum())
+    invalid, errors = int(table["invalid"].sum()), int(table["errors"].sum())
+    if answers == 0:
+        return f"no valid answer: {invalid} invalid, {errors} failed requests"
+    if graded == 0:
+        return f"no answer could be graded: all {answers} valid answers are parse failures"
+    return ""
+
+
+def _rows(node: Any) -> Iterator[Any]:
+    """Every data row of a chart's spec: its datasets', and those given inline."""
+    if isinstance(node, dict):
+        for rows in (node.get("datasets") or {}).values():
+            yield from rows
+        inline = node.get("data")
+        if isinstance(inline, dict):
+            yield from inline.get("values") or ()
+        for key, value in node.items():
+            if key not in ("datasets", "data"):
+                yield from _rows(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _rows(value)
+
+
+def _nothing_drawn(spec: Mapping[str, Any], why: str) -> str | None:
+    """The line a chart with no data becomes (its title and why), or None when it has data.
+    A chart builder's placeholder (charts.shared.placeholder: rows of a message only) says
+    why itself."""
+    message = None
+    for row in _rows(spec):  # stops at the first row of data: a large heatmap is not walked
+        if not (isinstance(row, dict) and set(row) == {"message"}):
+            return None
+        message = message or str(row["message"])
+    title = spec.get("title")
+    title = title.get("text") if isinstance(title, dict) else title
+    title = " ".join(title) if isinstance(title, list) else str(title or "chart")
+    if message is None:
+        return f"{title}: nothing to draw, {why or 'no data'}."
+    return f"{title}: {message}" + (f" — {why}" if why else "")
+
+
 class _Drawing:
-    """Each chart's spec for the page, and its files drawn by the renderers meanwhile."""
+    """Each chart's spec for the page, and its files drawn by the renderers meanwhile. A chart
+    with no data row is not drawn: the page says why in one line (``empty``)."""
 
     def __init__(self, draw: Executor, out: Path, vl: str) -> None:
         self.renderers, self.out, self.vl = draw, out, vl
         self.specs: dict[str, dict[str, Any]] = {}
         self.saved: list[Future[None]] = []
+        self.empty: dict[str, str] = {}
 
-    def draw(self, probe: str, shown: Sequence[recall.Figure]) -> list[str]:
+    def draw(self, probe: str, shown: Sequence[recall.Figure], why: str = "") -> list[str]:
         """The page ids of ``shown``: recall keeps the plain names, other probes a prefix."""
         prefix = "" if probe == "recall" else f"{anchor(probe)}_"
         names = [prefix + figure.name for figure in shown]
         self.specs.update({name: {} for name in names})  # in the page's order
         for figure in sorted(shown, key=lambda f: f.name not in HEATMAPS):
             name = prefix + figure.name
-            self.specs[name] = vega.chart_spec(figure.chart)
+            spec = vega.chart_spec(figure.chart)
+            line = _nothing_drawn(spec, why)
+            if line is not None:
+                del self.specs[name]
+                self.empty[name] = line
+                continue
+            self.specs[name] = spec
             job = self.renderers.submit(
                 render.save_spec, self.specs[name], self.out / name, self.vl
             )

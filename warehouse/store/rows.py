@@ -181,7 +181,7 @@ def graded_row(
     return row
 
 
-# The fingerprint's columns of an answer (schema step 8); its model_version has a column of
+# The fingerprint's columns of an answer (schema step 7); its model_version has a column of
 # old, and its prompt_version is the cell's.
 SERVING_COLUMNS = (
     "system_fingerprint",

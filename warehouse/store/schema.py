@@ -38,10 +38,16 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         " each planted distractor the answer holds",
     ),
     (
-        8,
+        7,
         "serving-fingerprint",
         "answers.system_fingerprint, service_tier, sampling, template_sha256, gguf_sha256,"
         " chat_template_sha256 and llama_cpp: what served each answer (needlescope.fingerprint)",
+    ),
+    (
+        8,
+        "original-score",
+        "answers.original_score: an imported answer's score by its own tool, unscaled"
+        " (gkamradt's and U-NIAH's judge, 1-10), beside needlescope's grade",
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -155,7 +161,7 @@ ANSWERS = pa.schema(
         # The reply (or a value read from it) held what UTF-8 cannot encode, such as a lone
         # surrogate from a JSON "\ud800": stored with U+FFFD in its place.
         ("response_repaired", pa.bool_()),
-        # What served the answer (needlescope.fingerprint; schema step 8): the provider's
+        # What served the answer (needlescope.fingerprint; schema step 7): the provider's
         # backend and tier, the sampling settings sent (canonical JSON), the prompt template's
         # hash, and for the local model its GGUF file, chat template and llama.cpp version.
         ("system_fingerprint", pa.string()),
@@ -165,6 +171,9 @@ ANSWERS = pa.schema(
         ("gguf_sha256", pa.string()),
         ("chat_template_sha256", pa.string()),
         ("llama_cpp", pa.string()),
+        # An imported answer's score by the tool that produced it, on that tool's own scale
+        # (gkamradt's GPT judge: 1-10); NULL for needlescope's own answers.
+        ("original_score", pa.float64()),
     ]
 )
 

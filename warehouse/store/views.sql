@@ -78,9 +78,11 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        coalesce(a.validity, CASE WHEN a.error_kind IS NULL THEN 'unknown' END) AS validity,
        a.cached_tokens,
        a.response_repaired,
-       -- what served the answer (schema step 8; NULL in older rows)
+       -- what served the answer (schema step 7; NULL in older rows)
        a.system_fingerprint, a.service_tier, a.sampling, a.template_sha256, a.gguf_sha256,
        a.chat_template_sha256, a.llama_cpp,
+       -- an imported answer's score by its own tool, unscaled (schema 8); NULL for ours
+       a.original_score,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)

@@ -4,7 +4,7 @@ every cell config per model."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -69,7 +69,9 @@ def _with_interval(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _figure(name: str) -> str:
+def _figure(name: str, empty: Mapping[str, str] | None = None) -> str:
+    if empty and name in empty:  # no frame to draw: one line saying why
+        return f"<p class='muted chart-empty' id='{name}'>{html.escape(empty[name])}</p>"
     return (
         f"<figure class='chart'><div class='vega' id='{name}'></div>"
         f"<figcaption><a href='{name}.png'>PNG</a> · <a href='{name}.svg'>SVG</a>"
@@ -99,7 +101,13 @@ def _overview(data: ProbeData) -> str:
     )
 
 
-def section(data: ProbeData, names: Sequence[str], unstable_range: float, extra: str = "") -> str:
+def section(
+    data: ProbeData,
+    names: Sequence[str],
+    unstable_range: float,
+    extra: str = "",
+    empty: Mapping[str, str] | None = None,
+) -> str:
     probe = html.escape(data.probe)
     models = data.stats["model"].unique(maintain_order=True).to_list()
     unstable_per_model = data.stats.group_by("model").agg(
@@ -129,7 +137,7 @@ def section(data: ProbeData, names: Sequence[str], unstable_range: float, extra:
         frame_table(model_table, HEADERS),
         extra,  # report_extras: accuracy with intervals, the drill-down hint
         "<h3>Charts</h3>",
-        *(_figure(name) for name in names),
+        *(_figure(name, empty) for name in names),
     ]
     shown_axes = varying(data.stats, figures.AXES) or ["length"]
     if "length" not in shown_axes:

@@ -1,0 +1,121 @@
+"""One row per model × probe: how did each model do. The run's closing table and the report's
+"Summary" section both read it.
+
+Everything counts as the statistics do (accuracy.py): accuracy over valid graded answers with
+its bootstrap 95% interval, parse failures and invalid answers apart, failed requests apart;
+the effective length is the longest length whose mean accuracy is at least the threshold there
+and at every shorter length; a config is unstable when its repeats span more than ``spread``
+points; drift compares an epoch with the model's previous epoch of the same cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import duckdb
+
+from needlescope.probes.order import ordered
+from needlescope.warehouse.stats import accuracy, drift
+from needlescope.warehouse.store.figures import UNSTABLE_RANGE
+
+DEFAULT_THRESHOLD = 85.0
+
+
+@dataclass(frozen=True)
+class Overview:
+    model: str
+    probe: str
+    cells: int  # cells with an answer or a failed request
+    answers: int  # valid answers (parse failures included, invalid ones not)
+    parse_failures: int
+    invalid: int  # answers that do not measure recall (truncated, refused, …)
+    failed: int  # cells whose latest request failed
+    mean_accuracy: float | None  # 0-100
+    accuracy_lo: float | None
+    accuracy_hi: float | None
+    effective_length: int | None  # None: the shortest length tested already fails
+    longest_tested: int | None
+    length_unit: str | None
+    unstable: int  # unstable cell configs
+    drift: bool | None  # None: no previous epoch to compare with (or not asked)
+    drift_diff: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def overview(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    epoch: str | None = None,
+    drift_epochs: Mapping[str, str | None] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    spread: float = UNSTABLE_RANGE,
+    seed: int = 0,
+) -> list[Overview]:
+    """Per model × probe of ``epoch`` (else of every epoch, pooled), in the probes' order.
+
+    ``drift_epochs``: per probe, the epoch to compare with its previous one (default: ``epoch``;
+    without either, no drift is computed).
+    """
+    where, params = ("WHERE epoch = $epoch", {"epoch": epoch}) if epoch else ("", {})
+    counts = {
+        (str(m), str(p)): int(n)
+        for m, p, n in con.execute(
+            f"SELECT model, probe, count(*) FROM results {where} GROUP BY ALL", params
+        ).fetchall()
+    }
+    rows: list[Overview] = []
+    for probe in ordered(p for _, p in counts):
+        table = accuracy.accuracy_table(con, probe=probe, axes=("model",), epoch=epoch, seed=seed)
+        lengths = {
+            str(r["model"]): r
+            for r in accuracy.effective_lengths(
+                con, probe=probe, epoch=epoch, threshold=threshold, seed=seed
+            ).iter_rows(named=True)
+        }
+        unstable = accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
+        unstable_by_model = unstable.group_by("model").len().iter_rows() if unstable.height else []
+        shaky = {str(m): int(n) for m, n in unstable_by_model}
+        drifted = _drift(con, probe, (drift_epochs or {}).get(probe, epoch), seed)
+        for r in table.iter_rows(named=True):
+            model = str(r["model"])
+            length = lengths.get(model, {})
+            rows.append(
+                Overview(
+                    model=model,
+                    probe=probe,
+                    cells=counts.get((model, probe), 0),
+                    answers=int(r["answers"]),
+                    parse_failures=int(r["parse_failures"]),
+                    invalid=int(r["invalid"] or 0),
+                    failed=int(r["errors"]),
+                    mean_accuracy=r["mean_accuracy"],
+                    accuracy_lo=r["accuracy_lo"],
+                    accuracy_hi=r["accuracy_hi"],
+                    effective_length=length.get("effective_length"),
+                    longest_tested=length.get("longest_tested"),
+                    length_unit=length.get("length_unit"),
+                    unstable=shaky.get(model, 0),
+                    drift=drifted.get(model, (None, None))[0],
+                    drift_diff=drifted.get(model, (None, None))[1],
+                )
+            )
+    return rows
+
+
+def _drift(
+    con: duckdb.DuckDBPyConnection, probe: str, epoch: str | None, seed: int
+) -> dict[str, tuple[bool | None, float | None]]:
+    if epoch is None:
+        return {}
+    try:
+        found = drift.drift_summary(con, epoch, seed, probe=probe)
+    except (duckdb.Error, ValueError):  # a figure to show, never a reason to fail the table
+        return {}
+    return {
+        d["model"]: (None, None) if d["previous"] is None else (bool(d["drift"]), d["diff"])
+        for d in found
+    }
