@@ -92,3 +92,22 @@ def test_the_drift_table_lists_the_chat_template_change(tmp_path: Path) -> None:
     assert serving_changes(con, "e2") == {"m": [CHANGE]}
     html = section(con, ["recall"], threshold=85, spread=30)
     assert "serving changes" in html and CHANGE in html
+
+
+def test_a_failed_gate_is_flagged_in_the_reports_summary(tmp_path: Path) -> None:
+    from needlescope.warehouse.report.sections import summary as summary_section
+
+    gate = {"probe": "recall", "min_accuracy": 90, "lengths": [2000]}
+    two_nights(tmp_path, [gate]).close()
+    rows, flags = summary_section.collect(tmp_path, threshold=85.0, spread=30.0)
+    assert flags[("m", "recall")] == [("gate recall min_accuracy 90 failed", "statistics")]
+    html = summary_section.section(rows, flags)
+    assert "<a href='#statistics'>gate recall min_accuracy 90 failed</a>" in html
+
+
+def test_a_met_gate_raises_no_flag(tmp_path: Path) -> None:
+    from needlescope.warehouse.report.sections import summary as summary_section
+
+    two_nights(tmp_path, [{"probe": "recall", "min_accuracy": 40}]).close()
+    _, flags = summary_section.collect(tmp_path, threshold=85.0, spread=30.0)
+    assert ("m", "recall") not in flags

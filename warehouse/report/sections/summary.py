@@ -5,7 +5,7 @@ answers, failed requests, unstable cell configs, drift of the latest epoch), eac
 the section that shows it.
 
 Other sections' flags join through :data:`FLAG_SOURCES`: a function of the report's connection
-returning, per (model, probe), flags as (text, anchor). Failed gates (issue #19) go there.
+returning, per (model, probe), flags as (text, anchor); failed gates are one (gate_flags.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pathlib import Path
 import duckdb
 
 from needlescope.warehouse.report.html import anchor, esc, number
+from needlescope.warehouse.report.sections.gate_flags import gate_flags
 from needlescope.warehouse.report.sections.statistics import latest_epoch
 from needlescope.warehouse.stats.overview import Overview, overview
 from needlescope.warehouse.store import Warehouse
 
 Flag = tuple[str, str]  # the flag's text, the id of the element it links to
 Flags = Mapping[tuple[str, str], Sequence[Flag]]  # by (model, probe)
-FLAG_SOURCES: list[Callable[[duckdb.DuckDBPyConnection], Flags]] = []
+FLAG_SOURCES: list[Callable[[duckdb.DuckDBPyConnection], Flags]] = [gate_flags]
 
 
 def collect(
