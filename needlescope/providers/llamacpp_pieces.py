@@ -11,7 +11,9 @@ belongs to; a token straddling two pieces would contradict the argument and is a
 
 A prompt as sent is the chat template's frame around its messages' contents: ``frame_tokens``
 applies the template to marker contents (twice, the second time with whitespace around the
-markers, to see that contents go in verbatim) and counts the frame once per tuple of roles.
+markers, to see that contents go in verbatim) and counts the frame once per tuple of roles,
+only where each content follows a newline and is followed by a special token (so the frame's
+tokens and the content's do not depend on each other).
 Specials are parsed in the prompt, so a content holding a special token's text is not counted
 by pieces (``framable``).
 """
@@ -109,6 +111,12 @@ class LlamaCppPieces:
         parts = _split(plain, markers)
         if parts is None or _split(spaced, tuple(f" \n{m} \n" for m in markers)) != parts:
             return None  # the template changes contents (trims them, or more)
+        # Each content must follow a newline (a pre-token of its own before a separable text)
+        # and end where a special token starts (text is split at specials before pre-tokenizing).
+        if not all(p.endswith("\n") for p in parts[:-1]):
+            return None
+        if not all(any(p.startswith(s) for s in self.specials) for p in parts[1:]):
+            return None
         body = {"content": plain, "add_special": True, "parse_special": True}
         whole = await self._post(self.tokenize_url, body)
         tokens = whole.get("tokens") if isinstance(whole, dict) else None
