@@ -81,7 +81,7 @@ async def run(kind: str, length: int, repeats: int, pieces: bool) -> dict[str, A
     from needlescope.probes.registry import expand_grid
     from needlescope.providers.base import Message
     from needlescope.providers.registry import create_provider
-    from tasks.contexts import ContextBuilder
+    from needlescope.tasks.contexts import ContextBuilder
 
     os.environ.setdefault("NS_BENCH_KEY", "bench-key")
     with contextlib.ExitStack() as stack:

@@ -21,8 +21,8 @@ from needlescope.fitting import measure_text
 from needlescope.probes.base import BuildTools, Context, Embed
 from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Message, Provider
+from needlescope.tasks.piece_fit import PieceFitter
 from needlescope.windows import CONTEXT_MARGIN, context_window
-from tasks.piece_fit import PieceFitter
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
 COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)

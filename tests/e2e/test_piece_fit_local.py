@@ -16,7 +16,7 @@ from needlescope.piece_count import PieceCounts
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message
 from needlescope.providers.local import LocalProvider, LocalServer
-from tasks.contexts import ContextBuilder
+from needlescope.tasks.contexts import ContextBuilder
 
 pytestmark = pytest.mark.e2e
 
