@@ -132,10 +132,6 @@ class PieceCounts:
                 total += count
         return total, lacking
 
-    def sum_of(self, fetched: list[str]) -> int:
-        known = self._known
-        return sum(known[p] for p in fetched)
-
     def total(self, text: str) -> int | None:
         """The text's count from remembered pieces, or None if one is missing."""
         known = self._known
@@ -147,12 +143,19 @@ class PieceCounts:
             total += count
         return total
 
-    async def fetch(self, wanted: Iterable[str]) -> None:
-        """Counts every piece in ``wanted`` not counted yet: one request, or one more for each
-        piece ending in whitespace beyond the first (such a piece must be sent last)."""
-        fresh = [p for p in dict.fromkeys(wanted) if p not in self._known]
-        if not fresh:
-            return
+    async def fetch(self, wanted: Iterable[str]) -> dict[str, int]:
+        """The count of every piece in ``wanted``, counting those not counted yet: in one
+        request, or one more for each piece ending in whitespace beyond the first (such a piece
+        must be sent last). The counts are returned, not only remembered: other builds may
+        make this forget remembered ones meanwhile."""
+        got: dict[str, int] = {}
+        fresh: list[str] = []
+        for piece in dict.fromkeys(wanted):
+            count = self._known.get(piece)
+            if count is None:
+                fresh.append(piece)
+            else:
+                got[piece] = count
         inner = [p for p in fresh if not p[-1].isspace()]
         trailing = [p for p in fresh if p[-1].isspace()]
         batches = [inner + trailing[:1]] + [[p] for p in trailing[1:]]
@@ -163,6 +166,7 @@ class PieceCounts:
             self.requests += 1
             if len(counts) != len(batch):
                 raise ValueError(f"{len(counts)} counts for {len(batch)} pieces")
+            got.update(zip(batch, counts, strict=True))
             added = sum(map(len, batch))
             self.chars_counted += added
             if self._known_chars + added > self.cache_chars:
@@ -170,12 +174,12 @@ class PieceCounts:
                 self._known_chars = 0
             self._known.update(zip(batch, counts, strict=True))
             self._known_chars += added
+        return got
 
     async def count(self, text: str) -> int:
-        await self.fetch(self.missing(text))
-        total = self.total(text)
-        assert total is not None
-        return total
+        known, lacking = self.split(text)
+        got = await self.fetch(lacking)
+        return known + sum(got[p] for p in lacking)
 
     @staticmethod
     def countable(text: str) -> bool:

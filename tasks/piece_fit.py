@@ -140,15 +140,11 @@ class PieceFitter:
             if near and counter.framable(rendered.haystack_text):
                 wanted += counts.split(rendered.haystack_text)[1]
             plans.append((total, missing))
-        await counts.fetch(wanted)
-        out: list[int] = []
-        for i, plan in enumerate(plans):
-            if plan is None:
-                count = await whole(wholes[i])
-                if count is None:
-                    raise ValueError("the provider counted pieces but not a whole prompt")
-                out.append(count)
-            else:
-                total, missing = plan
-                out.append(total + counts.sum_of(missing))
+        got = await counts.fetch(wanted)
+        out = [0 if plan is None else plan[0] + sum(got[p] for p in plan[1]) for plan in plans]
+        for i, messages in wholes.items():
+            count = await whole(messages)
+            if count is None:
+                raise ValueError("the provider counted pieces but not a whole prompt")
+            out[i] = count
         return out
