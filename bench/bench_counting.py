@@ -173,7 +173,8 @@ def main() -> int:
             print(
                 f"counting requests per cell, {kind} at {length:,} tokens ({new['cells']} cells):"
                 f" {new['per_cell']:.2f} (goal <= {GOAL:g}; baseline {base});"
-                f" {new['rounds']} rounds in {new['fits']} fits; build {new['wall_s']:.1f} s{base_s}",
+                f" {new['rounds']} rounds in {new['fits']} fits;"
+                f" build {new['wall_s']:.1f} s{base_s}",
                 flush=True,
             )
     worst = max(rows, key=lambda r: r[0]["per_cell"])
