@@ -57,7 +57,15 @@ def pieces(text: str) -> list[str]:
     for at in cuts(text):
         out.append(text[start:at])
         start = at
-    out.append(text[start:])
+    last = text[start:]
+    body = last.rstrip()
+    # A text's trailing whitespace is a pre-token of its own (GPT-2's \s+(?!\S) takes the
+    # whole run at the end): a piece apart, so no other piece ends with whitespace and all of
+    # them can share one request (see PieceCounts.fetch).
+    if body and len(body) < len(last):
+        out += [body, last[len(body) :]]
+    else:
+        out.append(last)
     return out
 
 
@@ -145,9 +153,10 @@ class PieceCounts:
 
     async def fetch(self, wanted: Iterable[str]) -> dict[str, int]:
         """The count of every piece in ``wanted``, counting those not counted yet: in one
-        request, or one more for each piece ending in whitespace beyond the first (such a piece
-        must be sent last). The counts are returned, not only remembered: other builds may
-        make this forget remembered ones meanwhile."""
+        request, and one more for each piece ending in whitespace (only the whitespace runs
+        that end texts, of which a sweep has few kinds: each is sent alone).
+        The counts are returned, not only remembered: other builds may make this forget
+        remembered ones meanwhile."""
         got: dict[str, int] = {}
         fresh: list[str] = []
         for piece in dict.fromkeys(wanted):
@@ -159,6 +168,8 @@ class PieceCounts:
         inner = [p for p in fresh if not p[-1].isspace()]
         trailing = [p for p in fresh if p[-1].isspace()]
         batches = [inner + trailing[:1]] + [[p] for p in trailing[1:]]
+        if trailing and not trailing[0].strip():  # whitespace alone would merge with SEPARATOR
+            batches = [inner] + [[p] for p in trailing]
         for batch in batches:
             if not batch:
                 continue

@@ -112,9 +112,8 @@ class PieceFitter:
         whole: WholeCount,
     ) -> list[int]:
         """Each size's whole prompt in tokens: one request for every piece not yet counted
-        (the haystacks' of the sizes near the middle too), one per prompt that cannot be
+        (the haystacks' too), one per prompt that cannot be
         counted by pieces."""
-        dense = set(ns)
         plans: list[tuple[int, list[str]] | None] = []  # None: counted whole
         wholes: dict[int, tuple[Message, ...]] = {}
         wanted: list[str] = []
@@ -136,8 +135,9 @@ class PieceFitter:
                 total += known
                 missing += lacking
             wanted += missing
-            near = n - 1 in dense and n + 1 in dense  # where the answer may be
-            if near and counter.framable(rendered.haystack_text):
+            # Every size's haystack (the answer's is then counted already): its pieces are the
+            # prompt's but for the first and the last.
+            if counter.framable(rendered.haystack_text):
                 wanted += counts.split(rendered.haystack_text)[1]
             plans.append((total, missing))
         got = await counts.fetch(wanted)

@@ -74,9 +74,11 @@ def test_sums_of_pieces_equal_whole_counts_in_one_request():
     for text in texts:
         assert PieceCounts.countable(text)
         assert asyncio.run(counts.count(text)) == tokens(text)
-    assert counter.requests == len(texts)  # one each; the text ending in a newline sent last
+    # One each, and one more for the newline ending the last (whitespace is sent alone).
+    assert counter.requests == len(texts) + 1
+    asyncio.run(counts.count(prose(7) + "\n"))  # that newline is remembered
     asyncio.run(counts.count(texts[0]))
-    assert counter.requests == len(texts)  # remembered
+    assert counter.requests == len(texts) + 2
 
 
 @pytest.mark.parametrize(
