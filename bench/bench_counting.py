@@ -104,10 +104,10 @@ async def run(kind: str, length: int, repeats: int, pieces: bool) -> dict[str, A
         counted = [0]
         post = provider._post
 
-        async def counting_post(url: str, body: dict[str, Any]) -> Any:
+        async def counting_post(url: str, body: dict[str, Any], headers: Any = None) -> Any:
             if "tokenize" in url or "apply-template" in url:
                 counted[0] += 1
-            return await post(url, body)
+            return await post(url, body, headers)
 
         provider._post = counting_post
         provider.bench_counting_requests = 0

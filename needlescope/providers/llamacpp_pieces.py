@@ -134,13 +134,10 @@ class LlamaCppPieces:
 
     async def _post(self, url: str, body: dict[str, Any]) -> Any:
         self.requests += 1
-        try:
-            _, data = await self.provider._post(url, body)
-        except ProviderError as e:
-            if not e.retryable:  # e.g. a kept-alive connection the server had closed: once more
-                raise
-            self.requests += 1
-            _, data = await self.provider._post(url, body)
+        # A fresh connection each time: between a fit's rounds the client may render for longer
+        # than llama.cpp keeps an idle connection open (5 s), and a request sent on a connection
+        # the server has closed fails ("server disconnected").
+        _, data = await self.provider._post(url, body, {"Connection": "close"})
         return data
 
     def _bad(self, what: str) -> ProviderError:

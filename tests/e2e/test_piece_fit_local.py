@@ -47,9 +47,9 @@ def counted_provider(server: LocalServer) -> tuple[LocalProvider, list[int]]:
     seen = [0]
     post = provider._post
 
-    async def counting(url: str, body: dict[str, Any]) -> Any:
+    async def counting(url: str, body: dict[str, Any], headers: Any = None) -> Any:
         seen[0] += "tokenize" in url or "apply-template" in url
-        return await post(url, body)
+        return await post(url, body, headers)
 
     provider._post = counting  # type: ignore[method-assign]
     return provider, seen
