@@ -163,7 +163,7 @@ def main() -> int:
     args = parser.parse_args()
     rows: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for length in map(int, args.lengths.split(",")):
-        repeats = args.repeats if length < 1_000_000 else max(1, args.repeats // 2)
+        repeats = args.repeats
         for kind in args.kinds.split(","):
             new = asyncio.run(run(kind, length, repeats, pieces=True))
             old = None if args.no_baseline else asyncio.run(run(kind, length, repeats, False))
