@@ -195,6 +195,10 @@ def main() -> None:
                     f"overhead {ns_ms - bare_ms:+.2f} ms/cell (target ≤ 15), "
                     f"ratio {ns_s / bare_s:.1f}×"
                 )
+                print(
+                    f"TARGET added cost per cell (instant server): {ns_ms - bare_ms:.1f} ms"
+                    " | goal <= 10 ms | baseline 12.0 ms (2026-11-22)"
+                )
 
         if "latency" in parts:
             with FakeOpenAIServer(perfect_answer, seed=2, delay_s=1.0) as slow_server:
@@ -216,6 +220,10 @@ def main() -> None:
                     f"{bare_served:.1f} req/s ({100 * bare_served / 64:.0f}%), needlescope "
                     f"{ns_served:.1f} req/s ({100 * ns_served / 64:.0f}%); "
                     f"max in flight {slow_server.max_in_flight}"
+                )
+                print(
+                    f"TARGET rate at 1 s x 64, whole run: {100 * ns_rate / 64:.0f}% of ideal"
+                    " | goal >= 90% | baseline 86-88% (2026-11-22, load 1.4)"
                 )
 
 

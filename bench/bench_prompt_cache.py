@@ -31,9 +31,12 @@ def record_llama_timings() -> None:
     post = HttpProvider._post
 
     async def recording(
-        self: HttpProvider, url: str, body: dict[str, object]
+        self: HttpProvider,
+        url: str,
+        body: dict[str, object],
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, object]:
-        status, data = await post(self, url, body)
+        status, data = await post(self, url, body, headers)
         if url.endswith("/chat/completions") and isinstance(data, dict):
             TIMINGS.append(data.get("timings") or {})
         return status, data

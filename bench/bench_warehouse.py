@@ -639,6 +639,14 @@ def load_average() -> str:
         return "?"
 
 
+# The figures bench/README.md recorded for these queries on 2026-11-22 (1M answers, batched).
+BASELINE_1M = {
+    "accuracy_by_length": "0.53 s",
+    "recall_stats": "0.77 s",
+    "position_accuracy": "1.81 s",
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--layout", choices=("batched", "sweep", "compacted"), default="batched")
@@ -691,12 +699,24 @@ def main() -> int:
             f"peak RSS {max(r.peak_rss_mb for r in runs):,.0f} MiB",
             flush=True,
         )
+        print(
+            f"TARGET {name} at {counts['answers']:,} answer rows: {best['query_s']:.2f} s"
+            f" | goal <= 1 s at 10M answers | baseline {BASELINE_1M.get(name, '?')} at 1M"
+            " (2026-11-22)",
+            flush=True,
+        )
     if args.no_report:
         return 0
     with tempfile.TemporaryDirectory() as out:
         cli = run_child([NEEDLESCOPE, "report", "--warehouse", str(root), "--out", out])
         html = Path(out, "report.html").stat().st_size
         pngs = len(list(Path(out).glob("*.png")))
+    print(
+        f"TARGET report with every section at {counts['answers']:,} answer rows:"
+        f" {cli.wall_s:.1f} s wall, peak {cli.peak_rss_mb:,.0f} MiB | goal <= 15 s, <= 2 GiB"
+        " at 10M answers | baseline 30.6 s at 1M (2026-11-22)",
+        flush=True,
+    )
     print(
         f"{'needlescope report':>20}: {cli.wall_s:.1f} s wall, {cli.cpu_s:.1f} s CPU (with its "
         f"renderers), peak RSS {cli.peak_rss_mb:,.0f} MiB (largest process); report.html "

@@ -1,4 +1,6 @@
-"""Run every bench/bench_*.py in turn; each prints its own figures."""
+"""Run every bench/bench_*.py in turn; each prints its own figures, and the lines starting
+with TARGET (a target's figure, its goal and its baseline) are printed again together at the
+end."""
 
 from __future__ import annotations
 
@@ -11,9 +13,20 @@ HERE = Path(__file__).parent
 
 def main() -> int:
     failed = 0
+    targets: list[str] = []
     for script in sorted(HERE.glob("bench_*.py")):
         print(f"\n== {script.name}", flush=True)
-        failed += subprocess.run([sys.executable, str(script)], check=False).returncode != 0
+        with subprocess.Popen(
+            [sys.executable, str(script)], stdout=subprocess.PIPE, text=True
+        ) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                print(line, end="", flush=True)
+                if line.startswith("TARGET "):
+                    targets.append(f"{script.name}: {line[len('TARGET ') :].rstrip()}")
+        failed += child.returncode != 0
+    print("\n== targets (figure | goal | baseline)")
+    print("\n".join(targets) or "none measured")
     return 1 if failed else 0
 
 

@@ -10,6 +10,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from needlescope.cells import Cell
@@ -20,6 +21,7 @@ from needlescope.fitting import measure_text
 from needlescope.probes.base import BuildTools, Context, Embed
 from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Message, Provider
+from needlescope.tasks.piece_fit import PieceFitter
 from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
@@ -61,6 +63,7 @@ class ContextBuilder:
     _planned: dict[tuple[str, str], int | None] = field(default_factory=dict)
     _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
     _counts: OrderedDict[tuple[str, str, str], int | None] = field(default_factory=OrderedDict)
+    pieces: PieceFitter = field(default_factory=PieceFitter)  # token counts by pieces
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:
@@ -190,12 +193,18 @@ class ContextBuilder:
     async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
         max_tokens = self.config.model(model).generation.answer_tokens
         filler, kind = self.filler_for(cell)
+        fit_length = None
+        if cell.length_unit == "tokens":
+            fit_length = self.pieces.fitter(
+                model, self.providers[model], cell.filler, partial(self.count_prompt, model)
+            )
         tools = BuildTools(
             measure=self.measure(model, cell.length_unit),
             measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
             measure_messages=self.measure_messages(model, cell.length_unit),
             max_tokens=max_tokens,
             embedder=lambda: self._embedder(cell),
+            fit_length=fit_length,
         )
         context = await probe_module(cell.probe).build(cell, filler, kind, tools)
         too_long = await self._overflow(model, context)
@@ -233,6 +242,9 @@ class ContextBuilder:
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
         text = context.haystack_text
+        counted = await self.pieces.count_text(model, self.providers[model], text)
+        if counted is not None:
+            return counted
         return await self._counted(model, "text", text, self.providers[model].count_tokens(text))
 
     async def stored_length(self, model: str, context: Context) -> int:

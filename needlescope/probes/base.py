@@ -148,6 +148,8 @@ class BuildTools:
     max_tokens: int | None = None  # the model's configured answer budget (None: the probe's)
     # Retrieval's embeddings, opened on first use (the sweep starts an embedding server).
     embedder: Callable[[], Awaitable[Embed]] | None = None
+    # Fits ``render`` to a length in tokens with few counting requests: (filler chars, tokens).
+    fit_length: Callable[[Callable[[int], Rendered], int], Awaitable[tuple[int, int]]] | None = None
 
 
 Grader = Callable[[Any, Mapping[str, Any], str], Grade]

@@ -115,6 +115,9 @@ async def fit_context(
         return await sized(fit.n_filler_chars)
     if budget == "seed" and seed_filler_chars is not None:
         return await sized(seed_filler_chars(cell, filler))
+    if tools.fit_length is not None:  # pieces counted together (tasks/piece_fit.py)
+        n, measured = await tools.fit_length(sized.render_at, cell.length)
+        return sized.context(sized.render_at(n), n, measured)
     if tools.measure_messages is None:
         fit = await fit_to_length(
             lambda n: sized.render_at(n).prompt_text, tools.measure, cell.length

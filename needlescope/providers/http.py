@@ -194,11 +194,13 @@ class HttpProvider(abc.ABC):
         """The wait a 429 asked for, before the one re-send."""
         await asyncio.sleep(seconds)
 
-    async def _post(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
+    async def _post(
+        self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         """(status, JSON reply) of one POST, without retrying."""
         status = None
         try:
-            async with self._client().post(url, json=body) as resp:
+            async with self._client().post(url, json=body, headers=headers) as resp:
                 status = resp.status
                 raw = await resp.read()
                 if not 200 <= status < 300:

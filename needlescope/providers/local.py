@@ -19,6 +19,7 @@ from typing import Any
 
 from needlescope.errors import ConfigError, NeedlescopeError, ProviderError
 from needlescope.providers import base
+from needlescope.providers.llamacpp_pieces import LlamaCppPieces, additive_specials
 from needlescope.providers.openai import OpenAIProvider
 from needlescope.providers.registry import register
 from needlescope.reasoning import DEFAULT_REASONING_BUDGET
@@ -210,6 +211,7 @@ class LocalProvider(OpenAIProvider):
         reasoning_budget: int = DEFAULT_REASONING_BUDGET,
     ) -> None:
         self._owns_server = server is None
+        self._pieces: LlamaCppPieces | bool | None = False  # found on first use
         if server is None:
             server = LocalServer(
                 model_path,
@@ -232,6 +234,15 @@ class LocalProvider(OpenAIProvider):
             reasoning_budget=reasoning_budget,
             reasoning_params=False,
         )
+
+    def piece_counter(self) -> LlamaCppPieces | None:
+        """Counts pieces of text in one request, where the model's tokenizer provably lets them
+        add up (see providers/llamacpp_pieces.py); None otherwise."""
+        if self._pieces is False:
+            specials = additive_specials(self.server.model_path)
+            self._pieces = None if specials is None else LlamaCppPieces(self, specials)
+        assert not isinstance(self._pieces, bool)
+        return self._pieces
 
     async def embed(self, texts: Sequence[str], *, batch_size: int = 16) -> list[list[float]]:
         """One vector per text, in order, from ``/v1/embeddings`` (needs ``embedding=True``)."""

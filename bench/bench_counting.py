@@ -1,0 +1,190 @@
+"""Counting requests per cell: fitting a grid of cells to exact token lengths through a
+provider's own counter (llama.cpp's /tokenize, Anthropic's count_tokens, Gemini's countTokens).
+
+Each run builds a recall grid (needle counts × repeats, one filler: every cell a sibling of the
+others) with the sweep's ContextBuilder, as a sweep builds it, and counts the counting requests
+its provider sends; the baseline is the same build with piece counting switched off (every
+candidate prompt counted whole). Every fitted cell is then checked with whole-prompt counts
+(not counted in the figure): the prompt measured equals a whole count of it and is at most the
+target, one more filler character goes over the target, and the haystack's length equals a
+whole count of the haystack.
+
+llama.cpp is the local SmolLM2 server (real); Anthropic and Gemini are the fakes from
+tests/support (they count words). ``--lengths 8000,128000`` limits the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+GOAL = 2.0
+LENGTHS = (8_000, 128_000, 1_000_000)
+NEEDLES = (1, 5, 20, 40)
+
+
+def config_text(provider: str, base_url: str | None, length: int, repeats: int) -> str:
+    where = f"\n    base_url: {base_url}\n    model: fake-model" if base_url else ""
+    key = "\n    api_key_env: NS_BENCH_KEY" if base_url else ""
+    return f"""
+name: counting
+seed: 5
+models:
+  - name: m
+    provider: {provider}{where}{key}
+probes:
+  - probe: recall
+    lengths: [{length}]
+    length_unit: tokens
+    needle_counts: [{", ".join(map(str, NEEDLES))}]
+    fillers: [prose-en]
+    repeats: {repeats}
+"""
+
+
+@contextlib.contextmanager
+def fake_server(kind: str) -> Iterator[Any]:
+    sys.path.insert(0, str(REPO))
+    if kind == "anthropic":
+        from tests.support.anthropic_server import FakeAnthropicServer
+
+        with FakeAnthropicServer(context_window=10**8) as srv:
+            yield srv
+    else:
+        from tests.support.gemini_server import FakeGeminiServer
+
+        with FakeGeminiServer() as srv:
+            yield srv
+
+
+def counting_requests(kind: str, srv: Any, provider: Any) -> int:
+    if kind == "anthropic":
+        return int(srv.requests - srv.message_requests)
+    if kind == "gemini":
+        return int(srv.count_requests)
+    return int(provider.bench_counting_requests)
+
+
+async def run(kind: str, length: int, repeats: int, pieces: bool) -> dict[str, Any]:
+    import os
+
+    from needlescope.config import parse_config
+    from needlescope.probes.registry import expand_grid
+    from needlescope.providers.base import Message
+    from needlescope.providers.registry import create_provider
+    from needlescope.tasks.contexts import ContextBuilder
+
+    os.environ.setdefault("NS_BENCH_KEY", "bench-key")
+    with contextlib.ExitStack() as stack:
+        srv = stack.enter_context(fake_server(kind)) if kind != "llama.cpp" else None
+        provider_kind = "local" if kind == "llama.cpp" else kind
+        import yaml
+
+        config = parse_config(
+            yaml.safe_load(config_text(provider_kind, srv and srv.base_url, length, repeats))
+        )
+        model = config.models[0]
+        if kind == "llama.cpp":
+            from needlescope.providers.local import LocalProvider
+
+            provider: Any = LocalProvider(name="m", ctx_per_slot=2048)
+        else:
+            provider = create_provider(
+                kind, name="m", base_url=model.base_url, model="fake-model", api_key="bench-key"
+            )
+        counted = [0]
+        post = provider._post
+
+        async def counting_post(url: str, body: dict[str, Any], headers: Any = None) -> Any:
+            if "tokenize" in url or "apply-template" in url:
+                counted[0] += 1
+            return await post(url, body, headers)
+
+        provider._post = counting_post
+        provider.bench_counting_requests = 0
+        if not pieces:
+            provider.piece_counter = lambda: None
+        try:
+            cells = expand_grid(config)
+            builder = ContextBuilder(config, {"m": provider})
+            started = time.perf_counter()
+            built = await builder.build_contexts("m", cells)
+            wall = time.perf_counter() - started
+            provider.bench_counting_requests = counted[0]
+            requests = counting_requests(kind, srv, provider)
+            assert not built.failed and not built.unbuildable, (built.failed, built.unbuildable)
+            # Checks, with whole counts (not part of the figure).
+            for context in built.contexts:
+                cell = context.cell
+                measured = built.measured[cell.cell_id]
+                whole = await provider.count_prompt_tokens((Message("user", context.prompt_text),))
+                assert whole == context.prompt_length <= cell.length, (whole, context.prompt_length)
+                from needlescope.probes.registry import probe_module
+
+                filler, fkind = builder.filler_for(cell)
+                longer = probe_module(cell.probe).render(
+                    cell, filler, fkind, context.filler_chars + 1
+                )
+                over = await provider.count_prompt_tokens((Message("user", longer.prompt_text),))
+                assert over is not None and over > cell.length, (over, cell.length)
+                hay = await provider.count_tokens(context.haystack_text)
+                assert hay == measured.haystack_length, (hay, measured.haystack_length)
+        finally:
+            await provider.aclose()
+    return {
+        "kind": kind,
+        "length": length,
+        "cells": len(cells),
+        "requests": requests,
+        "per_cell": requests / len(cells),
+        "wall_s": wall,
+        "rounds": builder.pieces.rounds,
+        "fits": builder.pieces.fits,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+    parser.add_argument("--kinds", default="llama.cpp,anthropic,gemini")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the whole-prompt builds (slow at 1M)"
+    )
+    args = parser.parse_args()
+    rows: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for length in map(int, args.lengths.split(",")):
+        repeats = args.repeats
+        for kind in args.kinds.split(","):
+            new = asyncio.run(run(kind, length, repeats, pieces=True))
+            old = None if args.no_baseline else asyncio.run(run(kind, length, repeats, False))
+            rows.append((new, old or new))
+            base = "not run" if old is None else f"{old['per_cell']:.2f}"
+            base_s = "" if old is None else f" (baseline {old['wall_s']:.1f} s)"
+            print(
+                f"counting requests per cell, {kind} at {length:,} tokens ({new['cells']} cells):"
+                f" {new['per_cell']:.2f} (goal <= {GOAL:g}; baseline {base});"
+                f" {new['rounds']} rounds in {new['fits']} fits;"
+                f" build {new['wall_s']:.1f} s{base_s}",
+                flush=True,
+            )
+    worst = max(rows, key=lambda r: r[0]["per_cell"])
+    print(
+        f"TARGET counting requests per cell (worst provider x length: {worst[0]['kind']} at"
+        f" {worst[0]['length']:,}): {worst[0]['per_cell']:.2f} | goal <= {GOAL:g}"
+        f" | baseline {worst[1]['per_cell']:.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
