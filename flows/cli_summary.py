@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from needlescope.flows.cli_common import console as stderr
-from needlescope.warehouse.stats.overview import DEFAULT_THRESHOLD, Overview, overview
+from needlescope.warehouse.stats.overview import Overview, overview, thresholds_kept
 from needlescope.warehouse.store import Warehouse
 
 MIN_WIDTH = 120  # a pipe or a file gets the whole table on one line a row
@@ -100,7 +100,7 @@ def print_table(summary: dict[str, Any], rows: list[Overview], report: Path | No
         out.print(
             "valid: answers that measure recall (parse failures included); invalid: truncated,"
             " refused, … (counted apart); effective length: the longest length whose mean"
-            f" accuracy is at least {DEFAULT_THRESHOLD:g}% there and at every shorter one"
+            f" accuracy is at least {thresholds_kept(rows)} there and at every shorter one"
             " (—: not even the shortest).",
             markup=False,
             style="dim",

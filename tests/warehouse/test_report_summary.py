@@ -149,3 +149,27 @@ def test_other_sections_add_flags_through_the_hook(tmp_path: Path) -> None:
     html = summary_section.section(rows, flags)
     assert "<a href='#gates-m'>gate min_accuracy 90 failed</a>" in html
     assert "<tr class='flagged'>" in html
+
+
+def test_each_probe_keeps_its_own_threshold_unless_one_is_given() -> None:
+    from dataclasses import replace
+
+    from needlescope.warehouse.stats.overview import Overview, thresholds_kept
+
+    base = Overview(
+        model="m", probe="recall", cells=1, answers=1, parse_failures=0, invalid=0, failed=0,
+        mean_accuracy=90.0, accuracy_lo=80.0, accuracy_hi=95.0, effective_length=1000,
+        threshold=85.0, longest_tested=1000, length_unit="tokens", unstable=0, drift=None,
+        drift_diff=None,
+    )  # fmt: skip
+    niah = replace(base, probe="niah", threshold=85.6)
+    assert thresholds_kept([base]) == "85%"
+    assert thresholds_kept([base, niah]) == "85% for recall; 85.6% for niah"
+    html = summary_section_html([base, niah])
+    assert "at least 85% for recall; 85.6% for niah there" in html
+
+
+def summary_section_html(rows: list) -> str:
+    from needlescope.warehouse.report.sections import summary as summary_section
+
+    return summary_section.section(rows, {})

@@ -10,17 +10,18 @@ points; drift compares an epoch with the model's previous epoch of the same cell
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import duckdb
 
+from needlescope.effective_length import default_threshold
 from needlescope.probes.order import ordered
 from needlescope.warehouse.stats import accuracy, drift
 from needlescope.warehouse.store.figures import UNSTABLE_RANGE
 
-DEFAULT_THRESHOLD = 85.0
+DEFAULT_THRESHOLD: float | None = None  # each probe's own (effective_length.default_threshold)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Overview:
     accuracy_lo: float | None
     accuracy_hi: float | None
     effective_length: int | None  # None: the shortest length tested already fails
+    threshold: float  # the accuracy (%) the effective length keeps
     longest_tested: int | None
     length_unit: str | None
     unstable: int  # unstable cell configs
@@ -51,7 +53,7 @@ def overview(
     *,
     epoch: str | None = None,
     drift_epochs: Mapping[str, str | None] | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | None = DEFAULT_THRESHOLD,
     spread: float = UNSTABLE_RANGE,
     seed: int = 0,
 ) -> list[Overview]:
@@ -69,11 +71,12 @@ def overview(
     }
     rows: list[Overview] = []
     for probe in ordered(p for _, p in counts):
+        kept = default_threshold(probe) if threshold is None else threshold
         table = accuracy.accuracy_table(con, probe=probe, axes=("model",), epoch=epoch, seed=seed)
         lengths = {
             str(r["model"]): r
             for r in accuracy.effective_lengths(
-                con, probe=probe, epoch=epoch, threshold=threshold, seed=seed
+                con, probe=probe, epoch=epoch, threshold=kept, seed=seed
             ).iter_rows(named=True)
         }
         unstable = accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
@@ -96,6 +99,7 @@ def overview(
                     accuracy_lo=r["accuracy_lo"],
                     accuracy_hi=r["accuracy_hi"],
                     effective_length=length.get("effective_length"),
+                    threshold=kept,
                     longest_tested=length.get("longest_tested"),
                     length_unit=length.get("length_unit"),
                     unstable=shaky.get(model, 0),
@@ -119,3 +123,16 @@ def _drift(
         d["model"]: (None, None) if d["previous"] is None else (bool(d["drift"]), d["diff"])
         for d in found
     }
+
+
+def thresholds_kept(rows: Sequence[Overview]) -> str:
+    """The effective length's threshold: one ("85%"), or each with its probes ("85% for recall;
+    85.6% for niah": RULER's probes keep RULER's own)."""
+    by_threshold: dict[float, list[str]] = {}
+    for r in rows:
+        probes = by_threshold.setdefault(r.threshold, [])
+        if r.probe not in probes:
+            probes.append(r.probe)
+    if len(by_threshold) <= 1:
+        return f"{next(iter(by_threshold), 85.0):g}%"
+    return "; ".join(f"{t:g}% for {', '.join(ps)}" for t, ps in by_threshold.items())

@@ -18,7 +18,7 @@ import duckdb
 from needlescope.warehouse.report.html import anchor, esc, number
 from needlescope.warehouse.report.sections.gate_flags import gate_flags
 from needlescope.warehouse.report.sections.statistics import latest_epoch
-from needlescope.warehouse.stats.overview import Overview, overview
+from needlescope.warehouse.stats.overview import Overview, overview, thresholds_kept
 from needlescope.warehouse.store import Warehouse
 
 Flag = tuple[str, str]  # the flag's text, the id of the element it links to
@@ -27,7 +27,7 @@ FLAG_SOURCES: list[Callable[[duckdb.DuckDBPyConnection], Flags]] = [gate_flags]
 
 
 def collect(
-    root: Path, *, threshold: float, spread: float, seed: int = 0
+    root: Path, *, threshold: float | None, spread: float, seed: int = 0
 ) -> tuple[list[Overview], dict[tuple[str, str], list[Flag]]]:
     """The rows and the other sections' flags, on a connection of its own (the report runs
     this beside its charts)."""
@@ -84,16 +84,18 @@ def _effective(row: Overview) -> str:
 
 
 def section(
-    rows: Sequence[Overview], extra: Flags | None = None, *, threshold: float = 85.0
+    rows: Sequence[Overview], extra: Flags | None = None, *, threshold: float | None = None
 ) -> str:
+    """``threshold``: unused (each row carries the one its effective length kept)."""
     extra = extra or {}
+    kept = thresholds_kept(rows)
     headers = [
         "model",
         "probe",
         "accuracy % (95% interval)",
         "answers",
         "parse failures",
-        f"effective length (≥ {threshold:g}%)",
+        f"effective length (≥ {kept})" if ";" not in kept else "effective length",
         "flags",
     ]
     body = []
@@ -117,7 +119,7 @@ def section(
             "over the valid graded answers with its bootstrap 95% interval; answers: the valid "
             "answers behind it (parse failures among them; invalid answers — truncated, "
             "refused, … — and failed requests counted apart); effective length: the longest "
-            f"length whose mean accuracy is at least {threshold:g}% there and at every shorter "
+            f"length whose mean accuracy is at least {kept} there and at every shorter "
             "length; drift: the latest epoch against the previous one. Each probe and flag "
             "links to its section.</p>",
             f"<div class='scroll'><table id='summary-table'><thead><tr>{head}</tr></thead>"
