@@ -49,7 +49,7 @@ def test_a_changed_chat_template_is_listed_as_a_serving_change(
     summaries = []
     for epoch, model in (("e1", original), ("e2", changed)):
         config = write_config(CONFIG.format(path=model), f"{epoch}.yaml")
-        done = cli("run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report")
+        done = cli("run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", "--json")
         assert done.returncode == 0, done.stderr[-3000:]
         summaries.append(json.loads(done.stdout))
     assert summaries[0]["serving_changes"] == {}

@@ -82,6 +82,7 @@ def sweep_process(cli, config: Path, wh: Path, epoch: str, log: Path) -> subproc
                 "--epoch",
                 epoch,
                 "--no-report",
+                "--json",
             ],
             env=cli.env,
             cwd=config.parent,

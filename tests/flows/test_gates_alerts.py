@@ -156,7 +156,7 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
         assert "gates: recall min_accuracy 90" in description
         assert f"notification block `{BLOCK}`" in description
 
-        failed = cli("run", str(config), "-w", str(wh), "--no-report", extra_env=ENV)
+        failed = cli("run", str(config), "-w", str(wh), "--no-report", "--json", extra_env=ENV)
     assert failed.returncode == 4, failed.stderr[-3000:]
     assert "gate recall min_accuracy 90 failed: model fake: at 500 chars: accuracy 0.0" in (
         failed.stderr
@@ -206,7 +206,9 @@ def test_a_failed_gate_fails_the_run_and_alerts_a_met_one_does_not(
     receiver.posts.clear()
     with FakeOpenAIServer(perfect_answer, seed=6) as model:
         config = write_config(config_text(model.base_url, name))
-        met = cli("run", str(config), "-w", str(tmp_path / "wh2"), "--no-report", extra_env=ENV)
+        met = cli(
+            "run", str(config), "-w", str(tmp_path / "wh2"), "--no-report", "--json", extra_env=ENV
+        )
     assert met.returncode == 0, met.stderr[-3000:]
     [entry] = json.loads(met.stdout)["gates"]
     assert entry["status"] == "passed"
@@ -235,7 +237,7 @@ def test_on_the_ephemeral_api_gates_still_fail_the_run_and_one_line_says_no_aler
     with FakeOpenAIServer(wrong_answer, seed=7) as model:
         config = write_config(config_text(model.base_url, "alone"))
         done = run_cli(
-            ["run", str(config), "-w", str(tmp_path / "wh"), "--no-report"],
+            ["run", str(config), "-w", str(tmp_path / "wh"), "--no-report", "--json"],
             {**base_env(home), **ENV},
             tmp_path,
         )
