@@ -23,7 +23,10 @@ pytestmark = pytest.mark.e2e
 
 
 def chart_ids_of(page: str) -> list[str]:
-    return re.findall(r"<div class='vega' id='([^']+)'>", page)
+    """The charts drawn, and those with nothing to draw (each one line saying why, issue 20:
+    the 135M model's replies may all be cut off, leaving no valid score to chart)."""
+    drawn = re.findall(r"<div class='vega' id='([^']+)'>", page)
+    return drawn + re.findall(r"<p class='muted chart-empty' id='([^']+)'>[^<]+</p>", page)
 
 
 REPO = Path(__file__).resolve().parents[2]
