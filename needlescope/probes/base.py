@@ -244,6 +244,20 @@ def answer_tables(grades: Sequence[Grade]) -> dict[str, dict[str, list[Any]]]:
     }
 
 
+def figures_as_detail(graded: Grade) -> Grade:
+    """A read answer's figures moved into ``detail``, the answers' per-probe column (for probes
+    whose figures have no columns of their own: mrcr, latent_list)."""
+    if not graded.parse_ok:
+        return graded
+    return Grade(
+        parse_ok=graded.parse_ok,
+        parse_error=graded.parse_error,
+        accuracy=graded.accuracy,
+        answered=graded.answered,
+        detail={**graded.detail, **graded.figures},
+    )
+
+
 def render_again(render: Renderer) -> Rebuilder:
     """``rebuild`` of a probe whose prompt is its ``render`` at the stored filler size."""
 

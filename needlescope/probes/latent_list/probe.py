@@ -16,7 +16,7 @@ from needlescope.config import SweepConfig
 from needlescope.config_probes import LatentListProbe
 from needlescope.fillers import Filler
 from needlescope.hashing import canonical_json
-from needlescope.probes.base import Grade, Rendered, grade_each, render_again
+from needlescope.probes.base import Grade, Rendered, figures_as_detail, grade_each, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.latent_list.program import GENERATOR_VERSION, Program, Query, generate
 from needlescope.probes.latent_list.render import TEMPLATES, haystack, question
@@ -106,16 +106,7 @@ def answer_budget(cell: Cell, max_tokens: int | None) -> int:
 def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
     """Exact match (score.py); how far the answer tracked the list (``consistent_with``) goes
     in ``detail``, the answers' per-probe column."""
-    graded = grade_latent(expected, facts, response)
-    if not graded.parse_ok:
-        return graded
-    return Grade(
-        parse_ok=graded.parse_ok,
-        parse_error=graded.parse_error,
-        accuracy=graded.accuracy,
-        answered=graded.answered,
-        detail={**graded.detail, **graded.figures},
-    )
+    return figures_as_detail(grade_latent(expected, facts, response))
 
 
 grade_batch = grade_each(grade)

@@ -23,6 +23,7 @@ from needlescope.probes.base import (
     Context,
     Grade,
     Rendered,
+    figures_as_detail,
     grade_each,
     joined,
     render_again,
@@ -117,16 +118,7 @@ async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools)
 def grade(expected: Any, facts: Mapping[str, Any], response: str) -> Grade:
     """OpenAI's rule (score.py); the nonce hit and the occurrence reproduced go in ``detail``,
     the answers' per-probe column (the answers table has no columns of their own)."""
-    graded = grade_mrcr(expected, facts, response)
-    if not graded.parse_ok:
-        return graded
-    return Grade(
-        parse_ok=graded.parse_ok,
-        parse_error=graded.parse_error,
-        accuracy=graded.accuracy,
-        answered=graded.answered,
-        detail={**graded.detail, **graded.figures},
-    )
+    return figures_as_detail(grade_mrcr(expected, facts, response))
 
 
 grade_batch = grade_each(grade)

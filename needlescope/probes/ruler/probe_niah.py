@@ -7,14 +7,14 @@ is short), so the text a cell is fitted from is fixed by the cell alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
 from needlescope.cells import Cell, filler_identity
 from needlescope.config import NiahProbe, SweepConfig
 from needlescope.fillers import Filler
-from needlescope.probes.base import BuildTools, Context, Rendered, grade_each
+from needlescope.probes.base import BuildTools, Context, Rendered, grade_each, render_again
 from needlescope.probes.ruler import niah
 from needlescope.probes.ruler import probe as ruler
 from needlescope.probes.ruler.prompt import RulerPrompt
@@ -102,10 +102,7 @@ async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools)
     )
 
 
-def rebuild(
-    cell: Cell, filler: Filler, filler_kind: str, filler_chars: int, facts: Mapping[str, Any]
-) -> Rendered:
-    return render(cell, filler, filler_kind, filler_chars)
+rebuild = render_again(render)
 
 
 grade = ruler.grade
