@@ -36,6 +36,7 @@ from needlescope.tasks.query import Asker
 from needlescope.tasks.runtime import Runtime, running
 from needlescope.warehouse.store import Warehouse, default_root, rows
 from needlescope.warehouse.store.claims import Claims
+from needlescope.whole_fit import RememberedFit
 from needlescope.windows import local_slot_size
 
 
@@ -66,9 +67,11 @@ async def open_runtime(
     api_keys: dict[str, str] | None = None,
     offline: bool = False,
     rate_limits: dict[str, list[str]] | None = None,
+    remembered: dict[str, RememberedFit] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Provider clients (and local servers) for the models under test and their helpers, in
-    the tasks' runtime for the block; ``offline``: prompts are only built, nothing is sent."""
+    the tasks' runtime for the block; ``offline``: prompts are only built, nothing is sent;
+    ``remembered``: the cells' fits the warehouse stores (checked before any search)."""
     keys = api_keys or {}
     async with contextlib.AsyncExitStack() as stack:
         providers = {
@@ -87,7 +90,11 @@ async def open_runtime(
                 stack, model, ctx_per_slot=local_slot_size([], model), api_key=keys.get(name)
             )
         builder = ContextBuilder(
-            config, providers, probe_of=dict(probe_of or {}), embedders=Embedders(config, stack)
+            config,
+            providers,
+            probe_of=dict(probe_of or {}),
+            embedders=Embedders(config, stack),
+            remembered=dict(remembered or {}),
         )
         # Hashing a new GGUF file takes seconds per gigabyte: off the event loop.
         serving = {} if offline else await asyncio.to_thread(local_serving, providers)
@@ -209,8 +216,19 @@ class _Run:
         keys = {} if only_context else await secret_api_keys(config, models)
         limits = await active_limits(config, models)
         rates = {m: lim.rate_limits for m, lim in limits.items() if lim.rate_limits}
+        # Fits stored by earlier runs: a cell whose prompt and count are unchanged costs one count.
+        remembered = await asyncio.to_thread(
+            self.store.remembered_fits, [c.cell_id for c in plan.todo]
+        )
         async with open_runtime(
-            config, by_model, helpers, plan.probe_of, keys, offline=only_context, rate_limits=rates
+            config,
+            by_model,
+            helpers,
+            plan.probe_of,
+            keys,
+            offline=only_context,
+            rate_limits=rates,
+            remembered=remembered,
         ):
             known = self.store.known_cell_ids()
             asker = Asker(

@@ -18,10 +18,12 @@ from needlescope.config import BUILTIN_FILLERS, ProbeConfig, RagProbe, SweepConf
 from needlescope.errors import ConfigError, LengthError, ProviderError
 from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.fitting import measure_text
-from needlescope.probes.base import BuildTools, Context, Embed
-from needlescope.probes.registry import probe_module
+from needlescope.probes.base import BuildTools, Context, Embed, Rendered, prompt_sha256
+from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
-from needlescope.tasks.piece_fit import PieceFitter
+from needlescope.tasks.piece_fit import FitLength, PieceFitter
+from needlescope.tasks.whole_fit import Render, WholeFitter
+from needlescope.whole_fit import RememberedFit
 from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
@@ -64,6 +66,21 @@ class ContextBuilder:
     _built: dict[tuple[str, str], tuple[Context, Measured]] = field(default_factory=dict)
     _counts: OrderedDict[tuple[str, str, str], int | None] = field(default_factory=OrderedDict)
     pieces: PieceFitter = field(default_factory=PieceFitter)  # token counts by pieces
+    # Each cell's fit as the warehouse's latest cells row has it (by cell id): checked with one
+    # count before any search (flows/sweep.py reads them, one query per run).
+    remembered: dict[str, RememberedFit] = field(default_factory=dict)
+    recalled: set[str] = field(default_factory=set)  # cells whose remembered fit held
+    refitted: set[str] = field(default_factory=set)  # cells whose remembered fit did not
+    whole: WholeFitter = field(init=False)  # fits by whole-prompt counts
+
+    def __post_init__(self) -> None:
+        self.whole = WholeFitter(lambda: expand_grid(self.config), self.render_of)
+
+    def render_of(self, cell: Cell) -> Render:
+        """``cell``'s prompt at a filler size, as its probe renders it."""
+        filler, kind = self.filler_for(cell)
+        render = probe_module(cell.probe).render
+        return lambda n: render(cell, filler, kind, n)
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:
@@ -189,15 +206,12 @@ class ContextBuilder:
         for cell in cells:
             self._built.pop((model, cell.cell_id), None)
             self._planned.pop((model, cell.cell_id), None)
+            self.recalled.discard(cell.cell_id)
 
     async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
         max_tokens = self.config.model(model).generation.answer_tokens
         filler, kind = self.filler_for(cell)
-        fit_length = None
-        if cell.length_unit == "tokens":
-            fit_length = self.pieces.fitter(
-                model, self.providers[model], cell.filler, partial(self.count_prompt, model)
-            )
+        fit_length = self._fit_length(model, cell) if cell.length_unit == "tokens" else None
         tools = BuildTools(
             measure=self.measure(model, cell.length_unit),
             measure_haystack=self.measure(model, cell.length_unit, whole_prompt=False),
@@ -210,12 +224,54 @@ class ContextBuilder:
         too_long = await self._overflow(model, context)
         if too_long:
             raise LengthError(too_long)
+        remembered = self.remembered.get(cell.cell_id)
+        if cell.cell_id in self.recalled and remembered is not None:
+            haystack_length = remembered.haystack_length  # the same text, counted before
+        else:
+            haystack_length = await self.haystack_length(model, context)
         measured = Measured(
-            haystack_length=await self.haystack_length(model, context),
+            haystack_length=haystack_length,
             planned_tokens=await self.planned_tokens(model, context),
             length=await self.stored_length(model, context),
         )
         return context, measured
+
+    def _fit_length(self, model: str, cell: Cell) -> FitLength:
+        """A token cell's fit: its remembered one if one count shows it still holds, else by
+        pieces where the provider counts them, else by whole counts from its reference."""
+        provider = self.providers[model]
+        whole = partial(self.count_prompt, model)
+        pieces = self.pieces.fitter(model, provider, cell.filler, whole)
+        self.recalled.discard(cell.cell_id)
+
+        async def measure_at(render: Render, n: int) -> int:
+            counted = await self.pieces.measure_at(model, provider, render, n, whole)
+            if counted is not None:
+                return counted
+            return await self.measure_messages(model, "tokens")(_messages(render(n)))
+
+        async def fit(render: Render, target: int) -> tuple[int, int]:
+            remembered = self.remembered.get(cell.cell_id)
+            if remembered is not None:
+                n = remembered.filler_chars
+                rendered = render(n)
+                # The same text under the same tokenizer: the stored proof (one more filler
+                # character is over the target) and haystack length hold.
+                if (
+                    prompt_sha256(rendered) == remembered.prompt_sha256
+                    and await measure_at(lambda _: rendered, n) == remembered.planned_tokens
+                    and remembered.planned_tokens <= target
+                    and model not in self.estimated
+                ):
+                    self.recalled.add(cell.cell_id)
+                    return n, remembered.planned_tokens
+                self.refitted.add(cell.cell_id)
+            if pieces is not None:
+                return await pieces(render, target)
+            found = await self.whole.fit(model, cell, render, measure_at)
+            return found.n_filler_chars, found.measured
+
+        return fit
 
     async def _embedder(self, cell: Cell) -> Embed:
         probe = self.probe_of.get(cell.cell_id)
@@ -266,6 +322,10 @@ class ContextBuilder:
         if key not in self._planned:  # asked by the overflow check, then by the cells row
             self._planned[key] = await self.count_prompt(model, context.messages)
         return self._planned[key]
+
+
+def _messages(rendered: Rendered) -> tuple[Message, ...]:
+    return rendered.messages or (Message("user", rendered.prompt_text),)
 
 
 class Embedders:

@@ -59,6 +59,16 @@ class PieceFitter:
             return None
         return await self.pieces_of(model, counter).count(text)
 
+    async def measure_at(
+        self, model: str, provider: Provider, render: Render, n: int, whole: WholeCount
+    ) -> int | None:
+        """One size's whole prompt in tokens by pieces (None: the provider cannot count them)."""
+        counter = self.counter(provider)
+        if counter is None:
+            return None
+        counts = self.pieces_of(model, counter)
+        return (await self._measure(counter, counts, render, [n], {}, whole))[0]
+
     def fitter(
         self, model: str, provider: Provider, filler: str, whole: WholeCount
     ) -> FitLength | None:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
+from needlescope.whole_fit import RememberedFit
 from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
@@ -368,6 +369,27 @@ class Warehouse:
             [flow_run_id],
         )
         return str(rows[0][0]) if rows else None
+
+    def remembered_fits(self, cell_ids: Collection[str]) -> dict[str, RememberedFit]:
+        """Of ``cell_ids``, those fitted to a token length by the model's tokenizer: the fit
+        their latest cells row stores (one query, whatever the number of cells)."""
+        if not cell_ids:
+            return {}
+        rows = self.query_table(
+            "cells",
+            "SELECT cell_id, filler_chars, planned_tokens, haystack_length, prompt_sha256 "
+            "FROM t JOIN (SELECT unnest(?::VARCHAR[]) AS cell_id) wanted USING (cell_id) "
+            "WHERE prompt_sha256 IS NOT NULL AND filler_chars IS NOT NULL "
+            "AND planned_tokens IS NOT NULL AND length_unit = 'tokens' "
+            "AND length_basis = 'tokenizer' "
+            "QUALIFY row_number() OVER (PARTITION BY cell_id ORDER BY created_at DESC, run_id DESC)"
+            " = 1",
+            [sorted(set(cell_ids))],
+        )
+        return {
+            cell: RememberedFit(int(chars), int(planned), hay, str(sha))
+            for cell, chars, planned, hay, sha in rows
+        }
 
     def known_cell_ids(self) -> set[str]:
         rows = self.query_table(

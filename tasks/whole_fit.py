@@ -1,0 +1,75 @@
+"""Token-exact fitting through a provider that counts whole prompts only (Anthropic, Gemini,
+an OpenAI-wire server's tokenizer endpoint): each cell starts from its reference's fit
+(``needlescope.whole_fit``), so most cells cost the two counts that prove their fit.
+
+A cell's reference is fixed by the grid (the config's cells in grid order), so its fit does not
+depend on which cells this run builds or in what order; a reference the run does not build
+itself is fitted too (once per run: fits are shared, concurrent askers wait for one search).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from needlescope.cells import Cell
+from needlescope.errors import LengthError
+from needlescope.probes.base import Rendered
+from needlescope.whole_fit import CHARS_PER_TOKEN, WholeFit, fit_from, references, start_from
+
+Render = Callable[[int], Rendered]
+# A size's whole prompt in tokens (counted once per text: the builder remembers counts).
+MeasureAt = Callable[[Render, int], Awaitable[int]]
+
+
+@dataclass
+class WholeFitter:
+    """Per sweep: every cell's fit, shared by the cells that start from it."""
+
+    grid: Callable[[], list[Cell]]  # the config's cells in grid order (asked once)
+    render_of: Callable[[Cell], Render]
+    _refs: dict[str, Cell | None] | None = None
+    _fits: dict[tuple[str, str], asyncio.Task[WholeFit]] = field(default_factory=dict)
+    fits: int = 0  # searches run, for the benchmark
+    counted: int = 0  # sizes they counted
+
+    def reference(self, cell: Cell) -> Cell | None:
+        if self._refs is None:
+            self._refs = references(self.grid())
+        return self._refs.get(cell.cell_id)
+
+    async def fit(self, model: str, cell: Cell, render: Render, measure: MeasureAt) -> WholeFit:
+        """``cell``'s fit (``render``: its prompt at a filler size)."""
+        key = (model, cell.cell_id)
+        task = self._fits.get(key)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = asyncio.ensure_future(self._search(model, cell, render, measure))
+            self._fits[key] = task
+        # Shielded: a cell cancelled while it waits leaves the search to the others.
+        return await asyncio.shield(task)
+
+    async def _search(
+        self, model: str, cell: Cell, render: Render, measure: MeasureAt
+    ) -> WholeFit:
+        target = cell.length
+
+        async def at(n: int) -> int:
+            return await measure(render, n)
+
+        ref_cell = self.reference(cell)
+        ref = None
+        if ref_cell is not None:
+            try:
+                ref = await self.fit(model, ref_cell, self.render_of(ref_cell), measure)
+            except LengthError:  # e.g. its instructions alone are too long: fit this alone
+                ref = None
+        self.fits += 1
+        if ref is None:
+            found = await fit_from(at, target, target * CHARS_PER_TOKEN, 1 / CHARS_PER_TOKEN)
+        else:
+            here = await at(ref.n_filler_chars)
+            start = start_from(ref, here - ref.measured)
+            found = await fit_from(at, target, start, ref.slope, {ref.n_filler_chars: here})
+        self.counted += found.counts
+        return found
