@@ -49,9 +49,7 @@ class WholeFitter:
         # Shielded: a cell cancelled while it waits leaves the search to the others.
         return await asyncio.shield(task)
 
-    async def _search(
-        self, model: str, cell: Cell, render: Render, measure: MeasureAt
-    ) -> WholeFit:
+    async def _search(self, model: str, cell: Cell, render: Render, measure: MeasureAt) -> WholeFit:
         target = cell.length
 
         async def at(n: int) -> int:

@@ -13,7 +13,9 @@ the API's thinking rules (budget_tokens ≥ 1024 and below max_tokens, no temper
 responder may answer with a whole ``WireReply`` (tests.support.wire_anthropic's cases).
 
 Tokens are counted as words: a message costs its words + 3, the system prompt its words + 3,
-so ``count_tokens`` and a reply's ``usage.input_tokens`` agree for the same prompt.
+so ``count_tokens`` and a reply's ``usage.input_tokens`` agree for the same prompt. ``words``
+replaces the word count (a test's "new tokenizer"); ``counted`` and ``sent`` log the sha256 of
+every prompt counted and sent (its messages' and system's text, as ``prompt_sha``).
 
 How it runs (``async with`` or ``with``) and where its faults come from (``script``, then
 ``rates``) is ``tests.support.fake_server``'s; script and rates apply to both endpoints.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,13 +128,19 @@ def _text(content: Any) -> str:
     return ""
 
 
-def count_input_tokens(body: dict[str, Any]) -> int:
+def count_input_tokens(body: dict[str, Any], words: Callable[[str], int] = _words) -> int:
     """The fake's token count of a prompt: words + 3 per message, and the system's words + 3."""
-    tokens = sum(_words(_text(m.get("content"))) + 3 for m in body["messages"])
+    tokens = sum(words(_text(m.get("content"))) + 3 for m in body["messages"])
     system = body.get("system")
     if system:
-        tokens += _words(_text(system)) + 3
+        tokens += words(_text(system)) + 3
     return tokens
+
+
+def prompt_sha(body: dict[str, Any]) -> str:
+    """A prompt's identity in the logs: its system's and messages' text."""
+    texts = [_text(body.get("system"))] + [_text(m.get("content")) for m in body["messages"]]
+    return hashlib.sha256("\x00".join(texts).encode()).hexdigest()
 
 
 class FakeAnthropicServer(FakeServer[Fault]):
@@ -160,10 +168,14 @@ class FakeAnthropicServer(FakeServer[Fault]):
         self.message_requests = 0  # requests counts both endpoints
         self.count_requests = 0
         self.last_path: str | None = None
+        self.words: Callable[[str], int] = _words  # the "tokenizer"
+        self.counted: list[str] = []  # prompt_sha of each prompt counted, in order
+        self.sent: list[str] = []  # prompt_sha of each message request
 
     def reset_counts(self) -> None:
         super().reset_counts()
         self.message_requests, self.count_requests = 0, 0
+        self.counted, self.sent = [], []
 
     def _add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_post("/v1/messages", self._handle)
@@ -229,7 +241,8 @@ class FakeAnthropicServer(FakeServer[Fault]):
     async def _payload(
         self, request: web.Request, body: dict[str, Any], fault: Fault | None
     ) -> dict[str, Any] | web.StreamResponse:
-        input_tokens = count_input_tokens(body)
+        input_tokens = count_input_tokens(body, self.words)
+        (self.counted if request[COUNTING] else self.sent).append(prompt_sha(body))
         if input_tokens > self.context_window:
             message = f"prompt is too long: {input_tokens} tokens > {self.context_window} maximum"
             return _error(request, 400, "invalid_request_error", message)
@@ -286,7 +299,7 @@ class FakeAnthropicServer(FakeServer[Fault]):
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence,
             "usage": {
-                "input_tokens": count_input_tokens(body),
+                "input_tokens": count_input_tokens(body, self.words),
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
                 "output_tokens": body["max_tokens"] - budget + _words(text),

@@ -6,7 +6,9 @@
 ``candidates``/``usageMetadata``/``modelVersion`` out, Google's error envelope
 ``{"error": {"code", "message", "status", "details"}}`` on failure, a ``RetryInfo`` detail
 on a 429, unknown fields refused with 400 as the real API does. Tokens are counted as
-whitespace-separated words, the same way for ``promptTokenCount`` and ``countTokens``.
+whitespace-separated words, the same way for ``promptTokenCount`` and ``countTokens``
+(``words`` replaces that count: a test's "new tokenizer"); ``counted`` and ``sent`` log the
+sha256 of every prompt counted and sent (``prompt_sha``).
 Thinking: a request's ``thinkingConfig.thinkingBudget`` (or, without one, the server's
 ``thinking_tokens``) is what the model "thinks"; thoughts count against ``maxOutputTokens``
 as they do on Gemini 2.5, and ``includeThoughts`` adds a thought-summary part.
@@ -18,8 +20,9 @@ responder may answer with a whole ``WireReply`` (tests.support.wire_gemini's cas
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -121,17 +124,29 @@ def _words(text: Any) -> int:
     return len(text.split()) if isinstance(text, str) else 0
 
 
-def _content_words(content: Any) -> int:
+def _content_words(content: Any, words: Callable[[Any], int] = _words) -> int:
     parts = content.get("parts") if isinstance(content, dict) else None
-    return sum(_words(p.get("text")) for p in parts or [] if isinstance(p, dict))
+    return sum(words(p.get("text")) for p in parts or [] if isinstance(p, dict))
 
 
-def prompt_tokens(request: Mapping[str, Any]) -> int:
+def prompt_tokens(request: Mapping[str, Any], words: Callable[[Any], int] = _words) -> int:
     """The fake's token count of a GenerateContentRequest: words of contents + system."""
     contents = request.get("contents") or []
-    return sum(_content_words(c) for c in contents) + _content_words(
-        request.get("systemInstruction")
+    return sum(_content_words(c, words) for c in contents) + _content_words(
+        request.get("systemInstruction"), words
     )
+
+
+def prompt_sha(request: Mapping[str, Any]) -> str:
+    """A prompt's identity in the logs: its system instruction's text, then each content's."""
+
+    def text(content: Any) -> str:
+        parts = content.get("parts") if isinstance(content, dict) else None
+        return " ".join(str(p.get("text")) for p in parts or [] if isinstance(p, dict))
+
+    texts = [text(request.get("systemInstruction"))]
+    texts += [text(c) for c in request.get("contents") or []]
+    return hashlib.sha256("\x00".join(texts).encode()).hexdigest()
 
 
 class FakeGeminiServer(FakeServer[Fault]):
@@ -162,10 +177,14 @@ class FakeGeminiServer(FakeServer[Fault]):
         self.count_requests = 0  # countTokens requests; requests counts generateContent ones
         self.last_count_body: dict[str, Any] | None = None  # last_body is generateContent's
         self.last_path: str | None = None
+        self.words: Callable[[Any], int] = _words  # the "tokenizer"
+        self.counted: list[str] = []  # prompt_sha of each prompt counted, in order
+        self.sent: list[str] = []  # prompt_sha of each generateContent request
 
     def reset_counts(self) -> None:
         super().reset_counts()
         self.count_requests = 0
+        self.counted, self.sent = [], []
 
     def _add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_post("/{version}/{collection}/{target}", self._handle)
@@ -275,15 +294,18 @@ class FakeGeminiServer(FakeServer[Fault]):
                     f"model in the URL ({resource})."
                 )
             _check_request(inner)
-            return {"totalTokens": prompt_tokens(inner)}
+            self.counted.append(prompt_sha(inner))
+            return {"totalTokens": prompt_tokens(inner, self.words)}
         _check_contents(body.get("contents"))
-        return {"totalTokens": prompt_tokens(body)}
+        self.counted.append(prompt_sha(body))
+        return {"totalTokens": prompt_tokens(body, self.words)}
 
     async def generate(
         self, body: dict[str, Any], model: str, fault: Fault | None
     ) -> dict[str, Any] | WireReply:
         _check_request(body)
-        n_prompt = prompt_tokens(body)
+        n_prompt = prompt_tokens(body, self.words)
+        self.sent.append(prompt_sha(body))
         if self.max_input_tokens is not None and n_prompt > self.max_input_tokens:
             raise _TooLong(n_prompt, self.max_input_tokens)
         version = self.model_version or model

@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
-from needlescope.whole_fit import RememberedFit
 from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
@@ -32,6 +31,7 @@ from needlescope.warehouse.store.compaction import (
 )
 from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
+from needlescope.whole_fit import RememberedFit
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"

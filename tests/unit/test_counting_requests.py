@@ -1,0 +1,201 @@
+"""Counting requests of the sweep's ContextBuilder on the Anthropic and Gemini fakes (whole
+counts only): a first build starts each cell from a reference fixed by the grid, a second
+build over a warehouse checks each stored fit with one count, and a changed tokenizer falls
+back to a fresh fit. Every fit is checked exact with whole counts (not logged as requests)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from needlescope.config import SweepConfig, parse_config
+from needlescope.probes.registry import expand_grid, probe_module
+from needlescope.providers.base import Message, Provider
+from needlescope.providers.registry import create_provider
+from needlescope.tasks.contexts import Built, ContextBuilder
+from needlescope.warehouse.store import Warehouse, rows
+from tests.support.anthropic_server import FakeAnthropicServer
+from tests.support.gemini_server import FakeGeminiServer
+
+KINDS = ("anthropic", "gemini")
+
+
+def config_for(kind: str, base_url: str) -> SweepConfig:
+    return parse_config(
+        yaml.safe_load(
+            f"""
+name: counting
+seed: 4
+models:
+  - name: m
+    provider: {kind}
+    base_url: {base_url}
+    model: fake-model
+    api_key_env: NS_TEST_COUNT_KEY
+probes:
+  - probe: recall
+    lengths: [1500]
+    length_unit: tokens
+    needle_counts: [1, 4]
+    fillers: [prose-en]
+    repeats: 3
+"""
+        )
+    )
+
+
+@contextlib.asynccontextmanager
+async def fake(kind: str) -> AsyncIterator[tuple[Any, Provider, SweepConfig]]:
+    server: Any = FakeAnthropicServer() if kind == "anthropic" else FakeGeminiServer()
+    async with server as srv:
+        config = config_for(kind, srv.base_url)
+        provider = create_provider(
+            kind, name="m", base_url=srv.base_url, model="fake-model", api_key="k"
+        )
+        try:
+            yield srv, provider, config
+        finally:
+            await provider.aclose()
+
+
+async def build(
+    config: SweepConfig, provider: Provider, cells: list[Any], store: Warehouse | None = None
+) -> tuple[ContextBuilder, Built]:
+    """A build as the sweep makes it: fits remembered from ``store``'s cells rows, and the
+    built cells stored there as the sweep stores them."""
+    remembered = store.remembered_fits([c.cell_id for c in cells]) if store else {}
+    builder = ContextBuilder(config, {"m": provider}, remembered=remembered)
+    built = await builder.build_contexts("m", cells)
+    assert not built.failed and not built.unbuildable
+    if store is not None:
+        store.append(
+            "cells",
+            [
+                rows.cell_row(
+                    c,
+                    "run",
+                    haystack_length=built.measured[c.cell.cell_id].haystack_length,
+                    planned_tokens=built.measured[c.cell.cell_id].planned_tokens,
+                    length_basis=builder.length_basis("m", c),
+                )
+                for c in built.contexts
+            ],
+        )
+    return builder, built
+
+
+async def assert_exact(srv: Any, provider: Provider, builder: ContextBuilder, built: Built) -> None:
+    """Each prompt is the longest within its length, by whole counts (the fake's logs are put
+    back as they were: the checks are not the build's requests)."""
+    logged = (srv.count_requests, list(srv.counted))
+    for context in built.contexts:
+        cell = context.cell
+        prompt = await provider.count_prompt_tokens((Message("user", context.prompt_text),))
+        assert prompt == context.prompt_length <= cell.length
+        filler, kind = builder.filler_for(cell)
+        longer = probe_module(cell.probe).render(cell, filler, kind, context.filler_chars + 1)
+        over = await provider.count_prompt_tokens((Message("user", longer.prompt_text),))
+        assert over is not None and over > cell.length
+        haystack = await provider.count_tokens(context.haystack_text)
+        assert haystack == built.measured[cell.cell_id].haystack_length
+    srv.count_requests, srv.counted = logged
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NS_TEST_COUNT_KEY", "k")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_first_build_starts_cells_from_their_references(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with fake(kind) as (srv, provider, config):
+        cells = expand_grid(config)
+        builder, built = await build(config, provider, cells)
+        assert len(srv.counted) == srv.count_requests == len(set(srv.counted))
+        assert builder.whole.fits == len(cells)
+        await assert_exact(srv, provider, builder, built)
+        new = srv.count_requests
+        # The build before: every cell searched alone, its candidates counted whole.
+        monkeypatch.setattr(ContextBuilder, "_fit_length", lambda self, model, cell: None)
+        srv.reset_counts()
+        _, before = await build(config, provider, cells)
+        assert [c.prompt_length for c in before.contexts] == [
+            c.prompt_length for c in built.contexts
+        ]
+        # 6 cells, 2 groups of repeats: the first fitted alone (~10 counts), the others from
+        # it, 4 of them with the 2 counts that prove their fit; one count per haystack
+        assert new <= 4.5 * len(cells) and 2 * new <= srv.count_requests
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_fits_do_not_depend_on_the_order_cells_are_built_in(kind: str) -> None:
+    async with fake(kind) as (srv, provider, config):
+        cells = expand_grid(config)
+        _, in_order = await build(config, provider, cells)
+        _, backwards = await build(config, provider, cells[::-1])
+        _, last_alone = await build(config, provider, cells[-1:])  # e.g. a rerun of one cell
+        fitted = {c.cell.cell_id: c.filler_chars for c in in_order.contexts}
+        assert fitted == {c.cell.cell_id: c.filler_chars for c in backwards.contexts}
+        assert last_alone.contexts[0].filler_chars == fitted[cells[-1].cell_id]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_second_build_over_the_warehouse_costs_one_count_a_cell(
+    kind: str, tmp_path: Path
+) -> None:
+    store = Warehouse(tmp_path / "wh").ensure()
+    async with fake(kind) as (srv, provider, config):
+        cells = expand_grid(config)
+        _, first = await build(config, provider, cells, store)
+        srv.reset_counts()
+        builder, again = await build(config, provider, cells, store)
+        assert srv.count_requests == len(cells)  # one count each, no haystack count
+        prompts = [c.prompt_sha256 for c in first.contexts]
+        assert [c.prompt_sha256 for c in again.contexts] == prompts
+        # what it counted is the prompt it sends
+        assert srv.counted == [logged_sha(c) for c in again.contexts]
+        assert builder.recalled == {c.cell_id for c in cells} and not builder.refitted
+        assert again.measured == first.measured
+        await assert_exact(srv, provider, builder, again)
+
+
+def logged_sha(context: Any) -> str:
+    """The fakes' log entry for a context's prompt (one user message, no system)."""
+    return hashlib.sha256(("\x00" + context.prompt_text).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_changed_tokenizer_falls_back_to_a_fresh_exact_fit(
+    kind: str, tmp_path: Path
+) -> None:
+    store = Warehouse(tmp_path / "wh").ensure()
+    async with fake(kind) as (srv, provider, config):
+        cells = expand_grid(config)
+        _, first = await build(config, provider, cells, store)
+        # The new tokenizer: a comma is a token of its own.
+        srv.words = lambda text: len(text.split()) + text.count(",") if text else 0
+        srv.reset_counts()
+        builder, again = await build(config, provider, cells, store)
+        assert builder.refitted == {c.cell_id for c in cells} and not builder.recalled
+        assert srv.count_requests > len(cells)
+        await assert_exact(srv, provider, builder, again)
+        shorter = [
+            a.filler_chars < f.filler_chars
+            for f, a in zip(first.contexts, again.contexts, strict=True)
+        ]
+        assert all(shorter)
+        # The new fits are stored: the build after that is back to one count a cell.
+        srv.reset_counts()
+        builder, third = await build(config, provider, cells, store)
+        assert srv.count_requests == len(cells) and not builder.refitted
+        assert [c.prompt_sha256 for c in third.contexts] == [
+            c.prompt_sha256 for c in again.contexts
+        ]
