@@ -27,6 +27,10 @@ from needlescope.errors import LengthError
 
 CHARS_PER_TOKEN = 4  # where a fit with nothing to go on starts
 MAX_COUNTS = 64  # a search that needs more has a measure that does not grow with the filler
+NEAR = 256  # tokens from the target within which guesses follow the filler's word starts
+
+# The filler sizes n in [lo, hi) whose character n begins a word (after whitespace, or first).
+Starts = Callable[[int, int], list[int]]
 
 
 @dataclass(frozen=True)
@@ -88,18 +92,24 @@ async def fit_from(
     start: int,
     slope: float,
     known: dict[int, int] | None = None,
+    starts: Starts | None = None,
 ) -> WholeFit:
     """The filler size n with ``measure(n) <= target < measure(n + 1)``, searched from
-    ``start`` (``slope``: tokens per filler character, for the first jump).
+    ``start`` (``slope``: tokens per filler character, for the first jump; ``known``: sizes
+    counted already).
 
-    The start and the size after it are counted first: a sibling's answer moved by how many
-    tokens this cell's prompt differs by is usually right. On a miss the search jumps by the
-    tokens still missing at the measured slope, further each time it lands on the same side,
-    until sizes under and over the target bracket it, then halves the bracket (interpolating
-    while it spans more than a token); ``known``: sizes counted already."""
+    A size that counts the target (or one under) is checked with the size after it: a
+    sibling's answer moved by how many tokens this cell's prompt differs by usually is the
+    answer. Near the target (``NEAR`` tokens), the next size is where the filler's word starts
+    (``starts``) say the missing tokens end: a token mostly begins where a word does, so a
+    guess lands on the size whose next character adds one. Further out, or where those guesses
+    miss twice, the search jumps by the missing tokens at the measured slope (further each time
+    it lands on the same side) until it brackets the target, then halves the bracket. Every
+    guess is only a guess: the answer is the two counts that prove it."""
     if target < 0:
         raise ValueError(f"target length cannot be negative, got {target}")
     seen: dict[int, int] = dict(known or {})
+    per_word: dict[tuple[int, int], float | None] = {}
 
     async def at(n: int) -> int:
         if n not in seen:
@@ -109,39 +119,89 @@ async def fit_from(
         return seen[n]
 
     n = max(0, start)
-    if await at(n) <= target and await at(n + 1) > target:
-        return WholeFit(n, seen[n], slope, len(seen))
     misses = 0
     side = 0  # +1: the last count was under the target, -1: over
     while True:
+        value = await at(n)
+        if target - 1 <= value <= target:  # n may be the answer: its proof
+            await at(n + 1)
+        now = 1 if value <= target else -1
+        misses = misses + 1 if now == side else 0
+        side = now
         over = [m for m, v in seen.items() if v > target]
         high = min(over) if over else None
         under = [m for m, v in seen.items() if v <= target and (high is None or m < high)]
         low = max(under) if under else None
         rate = _rate(seen) or slope
-        if low is not None and high is not None:
-            if high - low == 1:
-                return WholeFit(low, seen[low], rate, len(seen))
-            v_low, v_high = seen[low], seen[high]
-            if v_high - v_low >= 2 and misses < 2:
-                step = round((target + 0.5 - v_low) * (high - low) / (v_high - v_low))
-            else:  # within a token, or interpolation stalls: halve
-                step = (high - low) // 2
-            n = min(high - 1, max(low + 1, low + step))
-        elif high is None:  # every size counted fits: further out
-            assert low is not None
-            aim = target + 0.5 + (2**misses - 1)
-            n = low + max(1, math.ceil((aim - seen[low]) / rate))
-        else:  # every size counted is over
-            if high == 0:
-                raise LengthError(
-                    f"instructions alone are {seen[0]} units, more than the target length {target}"
-                )
-            aim = target + 0.5 - (2**misses - 1)
-            n = max(0, high - max(1, math.ceil((seen[high] - aim) / rate)))
-        now = 1 if await at(n) <= target else -1
-        misses = misses + 1 if now == side else 0
-        side = now
+        if low is not None and high is not None and high - low == 1:
+            return WholeFit(low, seen[low], rate, len(seen))
+        guess = None
+        if starts is not None and misses < 2:
+            guess = _by_words(seen, target, low, high, rate, starts, per_word)
+        if guess is not None and guess in seen:
+            # a size under the target whose next size is not counted yet: count that
+            guess = guess + 1 if seen[guess] <= target and guess + 1 not in seen else None
+        if guess is not None and guess not in seen:
+            n = guess
+        else:
+            n = _by_slope(seen, target, low, high, rate, misses)
+
+
+def _by_slope(
+    seen: dict[int, int], target: int, low: int | None, high: int | None, rate: float, misses: int
+) -> int:
+    """The next size to count (never one counted): inside the bracket, by interpolation or
+    halving; outside it, a jump by the missing tokens at ``rate``, longer after each miss."""
+    if low is not None and high is not None:
+        v_low, v_high = seen[low], seen[high]
+        if v_high - v_low >= 2 and misses < 2:
+            step = round((target + 0.5 - v_low) * (high - low) / (v_high - v_low))
+        else:  # within a token, or interpolation stalls: halve
+            step = (high - low) // 2
+        return min(high - 1, max(low + 1, low + step))
+    if high is None:  # every size counted fits: further out
+        assert low is not None
+        aim = target + 0.5 + (2**misses - 1)
+        return low + max(1, math.ceil((aim - seen[low]) / rate))
+    if high == 0:  # every size counted is over, the instructions alone too
+        raise LengthError(
+            f"instructions alone are {seen[0]} units, more than the target length {target}"
+        )
+    aim = target + 0.5 - (2**misses - 1)
+    return max(0, high - max(1, math.ceil((seen[high] - aim) / rate)))
+
+
+def _by_words(
+    seen: dict[int, int],
+    target: int,
+    low: int | None,
+    high: int | None,
+    rate: float,
+    starts: Starts,
+    per_word: dict[tuple[int, int], float | None],
+) -> int | None:
+    """The size whose next character begins the word that takes the count over the target,
+    counting word starts from the counted size nearest the target (None: too far)."""
+    ends = []
+    if low is not None:
+        ends.append((target - seen[low], low, 1))
+    if high is not None:
+        ends.append((seen[high] - target - 1, high, -1))
+    tokens, size, direction = min(ends)
+    if tokens > NEAR:
+        return None
+    first, last = min(seen), max(seen)
+    if (first, last) not in per_word:
+        words = len(starts(first, last)) if last - first >= 32 else 0
+        tokens_per_word = (seen[last] - seen[first]) / words if words else 0.0
+        per_word[(first, last)] = tokens_per_word if tokens_per_word > 0 else None
+    k = round(tokens / (per_word[(first, last)] or 1.0))
+    reach = max(64, 2 * math.ceil((k + 2) / rate))
+    if direction > 0:
+        found = starts(size, size + reach)
+        return found[k] if len(found) > k else None
+    found = starts(max(0, size - reach), size)
+    return found[-1 - k] if len(found) > k else None
 
 
 def _rate(seen: dict[int, int]) -> float | None:
@@ -153,11 +213,3 @@ def _rate(seen: dict[int, int]) -> float | None:
         return None
     rate = (seen[hi] - seen[lo]) / (hi - lo)
     return rate if rate > 0 else None
-
-
-def start_from(reference: WholeFit, offset: int) -> int:
-    """Where a cell starts whose prompt counts ``offset`` tokens more than the reference's at
-    the reference's size: the reference's answer, moved by those tokens' worth of filler."""
-    if offset == 0:
-        return reference.n_filler_chars
-    return max(0, reference.n_filler_chars - round(offset / max(reference.slope, 1e-6)))

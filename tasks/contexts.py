@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import math
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -23,13 +24,14 @@ from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.tasks.piece_fit import FitLength, PieceFitter
 from needlescope.tasks.whole_fit import Render, WholeFitter
-from needlescope.whole_fit import RememberedFit
+from needlescope.whole_fit import RememberedFit, Starts
 from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
 COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)
 
 _NO_FILLER = PatternFiller(" ")
+_WORD_START = re.compile(r"(?:(?<=\s)|^)\S")
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,31 @@ class ContextBuilder:
     whole: WholeFitter = field(init=False)  # fits by whole-prompt counts
 
     def __post_init__(self) -> None:
-        self.whole = WholeFitter(lambda: expand_grid(self.config), self.render_of)
+        self.whole = WholeFitter(lambda: expand_grid(self.config), self.render_of, self.starts_of)
 
     def render_of(self, cell: Cell) -> Render:
         """``cell``'s prompt at a filler size, as its probe renders it."""
         filler, kind = self.filler_for(cell)
         render = probe_module(cell.probe).render
         return lambda n: render(cell, filler, kind, n)
+
+    def starts_of(self, cell: Cell) -> Starts:
+        """Where the words of ``cell``'s filler begin: the sizes whose next character may add a
+        token (guesses for whole-count fits; ``needlescope.whole_fit``)."""
+        filler, _ = self.filler_for(cell)
+
+        def starts(lo: int, hi: int) -> list[int]:
+            lo = max(0, lo)
+            if hi <= lo:
+                return []
+            try:
+                text = filler.text(hi)
+            except ValueError:  # a corpus shorter than that: no guesses
+                return []
+            # (the look-behind sees the character before ``lo``; ``^`` is the text's start only)
+            return [m.start() for m in _WORD_START.finditer(text, lo, hi)]
+
+        return starts
 
     def filler(self, name: str) -> tuple[Filler, str]:
         if name not in self.config.fillers and name not in BUILTIN_FILLERS:

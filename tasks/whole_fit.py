@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from needlescope.cells import Cell
 from needlescope.errors import LengthError
 from needlescope.probes.base import Rendered
-from needlescope.whole_fit import CHARS_PER_TOKEN, WholeFit, fit_from, references, start_from
+from needlescope.whole_fit import (
+    CHARS_PER_TOKEN,
+    Starts,
+    WholeFit,
+    fit_from,
+    references,
+)
 
 Render = Callable[[int], Rendered]
 # A size's whole prompt in tokens (counted once per text: the builder remembers counts).
@@ -29,6 +35,7 @@ class WholeFitter:
 
     grid: Callable[[], list[Cell]]  # the config's cells in grid order (asked once)
     render_of: Callable[[Cell], Render]
+    starts_of: Callable[[Cell], Starts]  # where the cell's filler's words begin
     _refs: dict[str, Cell | None] | None = None
     _fits: dict[tuple[str, str], asyncio.Task[WholeFit]] = field(default_factory=dict)
     fits: int = 0  # searches run, for the benchmark
@@ -63,11 +70,15 @@ class WholeFitter:
             except LengthError:  # e.g. its instructions alone are too long: fit this alone
                 ref = None
         self.fits += 1
+        starts = self.starts_of(cell)
         if ref is None:
-            found = await fit_from(at, target, target * CHARS_PER_TOKEN, 1 / CHARS_PER_TOKEN)
+            start, slope = target * CHARS_PER_TOKEN, 1 / CHARS_PER_TOKEN
+            found = await fit_from(at, target, start, slope, starts=starts)
         else:
+            # The reference's size counted with this cell's prompt: how many tokens it differs
+            # by, from which the filler's word starts (or the slope) say where to go.
             here = await at(ref.n_filler_chars)
-            start = start_from(ref, here - ref.measured)
-            found = await fit_from(at, target, start, ref.slope, {ref.n_filler_chars: here})
+            known = {ref.n_filler_chars: here}
+            found = await fit_from(at, target, ref.n_filler_chars, ref.slope, known, starts)
         self.counted += found.counts
         return found

@@ -199,3 +199,17 @@ async def test_a_changed_tokenizer_falls_back_to_a_fresh_exact_fit(
         assert [c.prompt_sha256 for c in third.contexts] == [
             c.prompt_sha256 for c in again.contexts
         ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_tokens_that_are_not_words_still_get_exact_fits(kind: str) -> None:
+    """The guesses follow the filler's word starts; a tokenizer that cuts elsewhere (here:
+    every 3 characters, and a token less where a word ends in "e") misleads them, never the
+    proof."""
+    async with fake(kind) as (srv, provider, config):
+        srv.words = lambda text: (len(text) + 2) // 3 - text.count("e ") if text else 0
+        cells = expand_grid(config)
+        builder, built = await build(config, provider, cells)
+        await assert_exact(srv, provider, builder, built)
+        print("requests per cell", srv.count_requests / len(cells))
+        assert srv.count_requests <= 8 * len(cells)

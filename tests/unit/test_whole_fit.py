@@ -12,7 +12,7 @@ import yaml
 from needlescope.config import parse_config
 from needlescope.errors import LengthError
 from needlescope.probes.registry import expand_grid
-from needlescope.whole_fit import fit_from, references, start_from
+from needlescope.whole_fit import fit_from, references
 
 
 def counter(f: Callable[[int], int]) -> tuple[Callable[[int], asyncio.Future[int]], list[int]]:
@@ -64,13 +64,6 @@ def test_instructions_longer_than_the_target_are_a_length_error() -> None:
     measure, _ = counter(lambda n: 500 + n // 4)
     with pytest.raises(LengthError, match="instructions alone are 500"):
         asyncio.run(fit_from(measure, 400, 2_000, 0.25))
-
-
-def test_a_start_moves_by_the_tokens_the_prompt_differs_by() -> None:
-    measure, _ = counter(words)
-    ref = asyncio.run(fit_from(measure, 1_000, 4_000, 0.2))
-    assert start_from(ref, 0) == ref.n_filler_chars
-    assert start_from(ref, 10) == ref.n_filler_chars - round(10 / ref.slope)
 
 
 GRID = """
