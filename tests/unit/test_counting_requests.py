@@ -211,5 +211,4 @@ async def test_tokens_that_are_not_words_still_get_exact_fits(kind: str) -> None
         cells = expand_grid(config)
         builder, built = await build(config, provider, cells)
         await assert_exact(srv, provider, builder, built)
-        print("requests per cell", srv.count_requests / len(cells))
         assert srv.count_requests <= 8 * len(cells)
