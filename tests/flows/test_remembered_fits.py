@@ -96,3 +96,18 @@ def test_a_rerun_and_the_next_sweep_count_each_cell_once_and_send_the_same_promp
         assert srv.count_requests == 4
         assert sorted(srv.sent) == sorted(first_sent)
         assert sorted(srv.counted) == sorted(first_sent)  # each cell's own prompt, counted once
+
+        # Another tokenizer: the stored fits no longer hold, the cells are fitted afresh and
+        # their new fits stored, which the night after checks with one count each again.
+        srv.words = lambda text: len(text.split()) + text.count(",") if text else 0
+        for epoch, counts in (("e3", None), ("e4", 4)):
+            srv.reset_counts()
+            done = cli(
+                "run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", extra_env=env
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            if counts is None:
+                assert srv.count_requests > 4 and not set(srv.sent) & set(first_sent)
+                refitted = sorted(srv.sent)
+            else:
+                assert (srv.count_requests, sorted(srv.sent)) == (counts, refitted)
