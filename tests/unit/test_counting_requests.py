@@ -137,7 +137,7 @@ async def test_a_first_build_starts_cells_from_their_references(
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_fits_do_not_depend_on_the_order_cells_are_built_in(kind: str) -> None:
-    async with fake(kind) as (srv, provider, config):
+    async with fake(kind) as (_srv, provider, config):
         cells = expand_grid(config)
         _, in_order = await build(config, provider, cells)
         _, backwards = await build(config, provider, cells[::-1])
