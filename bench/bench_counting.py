@@ -9,8 +9,14 @@ candidate prompt counted whole). Every fitted cell is then checked with whole-pr
 target, one more filler character goes over the target, and the haystack's length equals a
 whole count of the haystack.
 
+Each grid is built twice over a warehouse in a temporary folder: the first sweep (its cells rows
+stored as the sweep stores them), then a re-sweep whose builder reads them back
+(``Warehouse.remembered_fits``, as flows/sweep.py does) and must send the same prompts; both
+figures are printed, and the TARGET line gives the worst of each.
+
 llama.cpp is the local SmolLM2 server (real); Anthropic and Gemini are the fakes from
-tests/support (they count words). ``--lengths 8000,128000`` limits the run.
+tests/support (they count words). ``--lengths 8000,128000`` limits the run; ``--fakes-only``
+leaves the local model out (no CPU-heavy server).
 """
 
 from __future__ import annotations

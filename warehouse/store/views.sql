@@ -20,7 +20,10 @@ SELECT s.run_id, s.epoch, s.config_name, s.at AS started_at, e.at AS ended_at,
 FROM raw_runs s LEFT JOIN raw_runs e ON e.run_id = s.run_id AND e.event = 'end'
 WHERE s.event = 'start';
 
--- A cell is written once per run that built it; all copies are identical but for run_id.
+-- A cell is written once per run that built it; all copies are identical but for run_id, except
+-- where a sweep fitted a known cell afresh (its remembered fit failed its check: another
+-- tokenizer): that row, the latest, is what the next sweep checks its fit against
+-- (Warehouse.remembered_fits); this view keeps showing the first.
 -- Schema 5 (cases-depth) keeps a needle case's depth in a column of its own. A row written
 -- before it has none there: its depth is in its facts (and was written as its region,
 -- "depth 50%", in place of the cell's own region, which is 'whole' for every needle case).
