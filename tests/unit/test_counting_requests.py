@@ -22,6 +22,8 @@ from needlescope.tasks.contexts import Built, ContextBuilder
 from needlescope.warehouse.store import Warehouse, rows
 from tests.support.anthropic_server import FakeAnthropicServer
 from tests.support.gemini_server import FakeGeminiServer
+from tests.unit.test_piece_count import Counter
+from tests.unit.test_piece_count import tokens as piece_tokens
 
 KINDS = ("anthropic", "gemini")
 
@@ -212,3 +214,52 @@ async def test_tokens_that_are_not_words_still_get_exact_fits(kind: str) -> None
         builder, built = await build(config, provider, cells)
         await assert_exact(srv, provider, builder, built)
         assert srv.count_requests <= 8 * len(cells)
+
+
+class PieceProvider:
+    """A provider that counts pieces as llama.cpp does (a GPT-2-style pre-tokenizer, one token
+    per pre-token, tests/unit/test_piece_count.py), and whole prompts too."""
+
+    def __init__(self) -> None:
+        self.counter = Counter()
+        self.whole = 0
+
+    def piece_counter(self) -> PieceProvider:
+        return self
+
+    async def count_separated(self, texts: Any) -> list[int]:
+        return await self.counter.count_separated(texts)
+
+    def framable(self, content: str) -> bool:
+        return bool(content) and not content[0].isspace()
+
+    async def frame_tokens(self, roles: tuple[str, ...]) -> int:
+        return 3 * len(roles)
+
+    async def count_tokens(self, text: str) -> int:
+        self.whole += 1
+        return piece_tokens(text)
+
+    async def count_prompt_tokens(self, messages: tuple[Message, ...]) -> int:
+        self.whole += 1
+        return sum(3 + piece_tokens(m.content) for m in messages)
+
+
+async def test_a_provider_that_counts_pieces_checks_a_remembered_fit_in_one_request(
+    tmp_path: Path,
+) -> None:
+    store = Warehouse(tmp_path / "wh").ensure()
+    provider: Any = PieceProvider()
+    config = config_for("anthropic", "http://127.0.0.1:9")  # the provider is ours, not its
+    cells = expand_grid(config)
+    _, first = await build(config, provider, cells, store)
+    assert provider.counter.requests > 0
+    provider.counter.requests = provider.whole = 0
+    builder, again = await build(config, provider, cells, store)
+    # one request a cell: the prompt's pieces (none counted yet by this builder); no haystack
+    assert (provider.counter.requests, provider.whole) == (len(cells), 0)
+    assert builder.recalled == {c.cell_id for c in cells}
+    assert [c.prompt_sha256 for c in again.contexts] == [c.prompt_sha256 for c in first.contexts]
+    assert again.measured == first.measured
+    for context in again.contexts:
+        assert context.prompt_length == await provider.count_prompt_tokens(context.messages)
