@@ -57,19 +57,26 @@ probes:
 """
 
 
+SUBWORD = False  # --subword: the fakes count cl100k_base tokens instead of words
+
+
 @contextlib.contextmanager
 def fake_server(kind: str) -> Iterator[Any]:
     sys.path.insert(0, str(REPO))
     if kind == "anthropic":
         from tests.support.anthropic_server import FakeAnthropicServer
 
-        with FakeAnthropicServer(context_window=10**8) as srv:
-            yield srv
+        server: Any = FakeAnthropicServer(context_window=10**8)
     else:
         from tests.support.gemini_server import FakeGeminiServer
 
-        with FakeGeminiServer() as srv:
-            yield srv
+        server = FakeGeminiServer()
+    with server as srv:
+        if SUBWORD:
+            from needlescope import tokens
+
+            srv.words = lambda text: tokens.count(text) if isinstance(text, str) else 0
+        yield srv
 
 
 def counting_requests(kind: str, srv: Any, provider: Any) -> int:
@@ -207,9 +214,16 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--subword",
+        action="store_true",
+        help="the fakes count cl100k_base tokens (a subword tokenizer) instead of words",
+    )
+    parser.add_argument(
         "--no-baseline", action="store_true", help="skip the whole-prompt builds (slow at 1M)"
     )
     args = parser.parse_args()
+    global SUBWORD
+    SUBWORD = args.subword
     kinds = ["anthropic", "gemini"] if args.fakes_only else args.kinds.split(",")
     rows: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
     for length in map(int, args.lengths.split(",")):

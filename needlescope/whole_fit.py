@@ -28,6 +28,7 @@ from needlescope.errors import LengthError
 CHARS_PER_TOKEN = 4  # where a fit with nothing to go on starts
 MAX_COUNTS = 64  # a search that needs more has a measure that does not grow with the filler
 NEAR = 256  # tokens from the target within which guesses follow the filler's word starts
+WORD_GUESSES = 3  # then the search halves what is left
 
 # The filler sizes n in [lo, hi) whose character n begins a word (after whitespace, or first).
 Starts = Callable[[int, int], list[int]]
@@ -49,6 +50,7 @@ class WholeFit:
     measured: int
     slope: float  # tokens per filler character near the answer: where siblings start
     counts: int  # sizes counted (cached counts included)
+    per_word: float | None = None  # tokens per word start of the filler, where measured
 
 
 def group_key(cell: Cell) -> tuple[object, ...]:
@@ -93,10 +95,11 @@ async def fit_from(
     slope: float,
     known: dict[int, int] | None = None,
     starts: Starts | None = None,
+    per_word: float | None = None,
 ) -> WholeFit:
     """The filler size n with ``measure(n) <= target < measure(n + 1)``, searched from
     ``start`` (``slope``: tokens per filler character, for the first jump; ``known``: sizes
-    counted already).
+    counted already; ``per_word``: tokens per word start, as a sibling's fit measured it).
 
     A size that counts the target (or one under) is checked with the size after it: a
     sibling's answer moved by how many tokens this cell's prompt differs by usually is the
@@ -109,7 +112,7 @@ async def fit_from(
     if target < 0:
         raise ValueError(f"target length cannot be negative, got {target}")
     seen: dict[int, int] = dict(known or {})
-    per_word: dict[tuple[int, int], float | None] = {}
+    ratios: dict[tuple[int, int], float | None] = {}
 
     async def at(n: int) -> int:
         if n not in seen:
@@ -121,6 +124,7 @@ async def fit_from(
     n = max(0, start)
     misses = 0
     side = 0  # +1: the last count was under the target, -1: over
+    guesses = 0  # sizes counted on the word starts' say
     while True:
         value = await at(n)
         if target - 1 <= value <= target:  # n may be the answer: its proof
@@ -133,16 +137,19 @@ async def fit_from(
         under = [m for m, v in seen.items() if v <= target and (high is None or m < high)]
         low = max(under) if under else None
         rate = _rate(seen) or slope
+        measured_per_word = _per_word(seen, starts, ratios) if starts is not None else None
+        per_word = measured_per_word or per_word
         if low is not None and high is not None and high - low == 1:
-            return WholeFit(low, seen[low], rate, len(seen))
+            return WholeFit(low, seen[low], rate, len(seen), per_word)
         guess = None
-        if starts is not None and misses < 2:
-            guess = _by_words(seen, target, low, high, rate, starts, per_word)
+        if starts is not None and guesses < WORD_GUESSES:
+            guess = _by_words(seen, target, low, high, rate, starts, per_word or 1.0)
         if guess is not None and guess in seen:
             # a size under the target whose next size is not counted yet: count that
             guess = guess + 1 if seen[guess] <= target and guess + 1 not in seen else None
         if guess is not None and guess not in seen:
             n = guess
+            guesses += 1
         else:
             n = _by_slope(seen, target, low, high, rate, misses)
 
@@ -178,7 +185,7 @@ def _by_words(
     high: int | None,
     rate: float,
     starts: Starts,
-    per_word: dict[tuple[int, int], float | None],
+    per_word: float,
 ) -> int | None:
     """The size whose next character begins the word that takes the count over the target,
     counting word starts from the counted size nearest the target (None: too far)."""
@@ -190,18 +197,25 @@ def _by_words(
     tokens, size, direction = min(ends)
     if tokens > NEAR:
         return None
-    first, last = min(seen), max(seen)
-    if (first, last) not in per_word:
-        words = len(starts(first, last)) if last - first >= 32 else 0
-        tokens_per_word = (seen[last] - seen[first]) / words if words else 0.0
-        per_word[(first, last)] = tokens_per_word if tokens_per_word > 0 else None
-    k = round(tokens / (per_word[(first, last)] or 1.0))
+    k = round(tokens / per_word)
     reach = max(64, 2 * math.ceil((k + 2) / rate))
     if direction > 0:
         found = starts(size, size + reach)
         return found[k] if len(found) > k else None
     found = starts(max(0, size - reach), size)
     return found[-1 - k] if len(found) > k else None
+
+
+def _per_word(
+    seen: dict[int, int], starts: Starts, ratios: dict[tuple[int, int], float | None]
+) -> float | None:
+    """Tokens per word start between the two sizes counted furthest apart (None: too close)."""
+    first, last = min(seen), max(seen)
+    if (first, last) not in ratios:
+        words = len(starts(first, last)) if last - first >= 256 else 0
+        ratio = (seen[last] - seen[first]) / words if words else 0.0
+        ratios[(first, last)] = ratio if ratio > 0 else None
+    return ratios[(first, last)]
 
 
 def _rate(seen: dict[int, int]) -> float | None:

@@ -79,6 +79,8 @@ class WholeFitter:
             # by, from which the filler's word starts (or the slope) say where to go.
             here = await at(ref.n_filler_chars)
             known = {ref.n_filler_chars: here}
-            found = await fit_from(at, target, ref.n_filler_chars, ref.slope, known, starts)
+            found = await fit_from(
+                at, target, ref.n_filler_chars, ref.slope, known, starts, ref.per_word
+            )
         self.counted += found.counts
         return found
