@@ -248,12 +248,13 @@ def main() -> int:
             )
     worst = max(rows, key=lambda r: r[0]["per_cell"])
     worst_again = max(rows, key=lambda r: r[1]["per_cell"])
+    baseline_of_worst = "not run" if args.no_baseline else f"{worst[2]['per_cell']:.2f}"
     print(
         f"TARGET counting requests per cell (worst provider x length; first sweep:"
         f" {worst[0]['kind']} at {worst[0]['length']:,}; re-sweep: {worst_again[1]['kind']} at"
         f" {worst_again[1]['length']:,}): first sweep {worst[0]['per_cell']:.2f},"
         f" re-sweep {worst_again[1]['per_cell']:.2f} | goal <= {GOAL:g}"
-        f" | baseline {worst[2]['per_cell']:.2f}"
+        f" | baseline {baseline_of_worst}"
     )
     return 0
 
