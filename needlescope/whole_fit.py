@@ -105,10 +105,10 @@ async def fit_from(
     sibling's answer moved by how many tokens this cell's prompt differs by usually is the
     answer. Near the target (``NEAR`` tokens), the next size is where the filler's word starts
     (``starts``) say the missing tokens end: a token mostly begins where a word does, so a
-    guess lands on the size whose next character adds one. Further out, or where those guesses
-    miss twice, the search jumps by the missing tokens at the measured slope (further each time
-    it lands on the same side) until it brackets the target, then halves the bracket. Every
-    guess is only a guess: the answer is the two counts that prove it."""
+    guess lands on the size whose next character adds one. Further out, or after
+    ``WORD_GUESSES`` such guesses, the search jumps by the missing tokens at the measured slope
+    (further each time it lands on the same side) until it brackets the target, then halves the
+    bracket. Every guess is only a guess: the answer is the two counts that prove it."""
     if target < 0:
         raise ValueError(f"target length cannot be negative, got {target}")
     seen: dict[int, int] = dict(known or {})
@@ -132,10 +132,7 @@ async def fit_from(
         now = 1 if value <= target else -1
         misses = misses + 1 if now == side else 0
         side = now
-        over = [m for m, v in seen.items() if v > target]
-        high = min(over) if over else None
-        under = [m for m, v in seen.items() if v <= target and (high is None or m < high)]
-        low = max(under) if under else None
+        low, high = _bracket(seen, target)
         rate = _rate(seen) or slope
         measured_per_word = _per_word(seen, starts, ratios) if starts is not None else None
         per_word = measured_per_word or per_word
@@ -147,11 +144,19 @@ async def fit_from(
         if guess is not None and guess in seen:
             # a size under the target whose next size is not counted yet: count that
             guess = guess + 1 if seen[guess] <= target and guess + 1 not in seen else None
-        if guess is not None and guess not in seen:
-            n = guess
-            guesses += 1
-        else:
+        if guess is None or guess in seen:
             n = _by_slope(seen, target, low, high, rate, misses)
+        else:
+            n, guesses = guess, guesses + 1
+
+
+def _bracket(seen: dict[int, int], target: int) -> tuple[int | None, int | None]:
+    """(low, high): the smallest size counted over the target, and the largest under it below
+    that one; between them lies a size whose next one goes over (either may be None)."""
+    over = [m for m, v in seen.items() if v > target]
+    high = min(over) if over else None
+    under = [m for m, v in seen.items() if v <= target and (high is None or m < high)]
+    return (max(under) if under else None), high
 
 
 def _by_slope(
