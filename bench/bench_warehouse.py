@@ -48,7 +48,9 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from needlescope.warehouse.store.compaction import ROW_GROUP_ROWS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.store import Warehouse, slug
 
@@ -65,6 +67,7 @@ NEEDLE_COUNTS = (20, 40, 50, 60)
 FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 REPEATS = 25
 EPOCHS = 50
+EPOCHS_PER_FILE = 50  # --layout year: 500 epochs are 10 files per table folder
 SEED = 7
 PROMPT = "recall-en-v1"
 START = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
@@ -403,10 +406,18 @@ def _write(store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: 
     if frame.height == 0:
         return 0
     schema = TABLES[table]
-    data = frame.select(schema.names).to_arrow().cast(schema)
+    # columns later schema steps added, which these rows do not fill (NULL, as in old rows)
+    missing = [pl.lit(None).alias(name) for name in schema.names if name not in frame.columns]
+    data = frame.with_columns(missing).select(schema.names).to_arrow().cast(schema)
     folder = store.parquet / table / "recall" / slug(model)
     folder.mkdir(parents=True, exist_ok=True)
-    store._atomic_write(data, folder / f"{name}.parquet")  # the writer Warehouse.append uses
+    if data.num_rows > ROW_GROUP_ROWS:
+        # a merged file as compaction writes it: zstd, row groups DuckDB scans in parallel
+        pq.write_table(
+            data, folder / f"{name}.parquet", compression="zstd", row_group_size=ROW_GROUP_ROWS
+        )
+    else:
+        store._atomic_write(data, folder / f"{name}.parquet")  # the writer Warehouse.append uses
     return 1
 
 
@@ -477,6 +488,8 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     per_file = 32 if layout == "sweep" else None
     counts = dict.fromkeys(TABLES, 0)
     files = 0
+    if layout == "year":
+        return _generate_year(store, grid, needles, epochs, started, counts)
     for m, model in enumerate(MODELS):
         cells = cells_table(
             grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
@@ -495,6 +508,47 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
                 f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
+    runs = runs_table(epochs)
+    counts["runs"] = runs.num_rows
+    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
+    counts["files"] = files + 1
+    return counts
+
+
+def _generate_year(
+    store: Warehouse,
+    grid: pl.DataFrame,
+    needles: pl.DataFrame,
+    epochs: int,
+    started: float,
+    counts: dict[str, int],
+) -> dict[str, int]:
+    """A year of compacted nightly sweeps: one file per table and model per
+    EPOCHS_PER_FILE epochs (what compaction's merges leave: a few large files a folder)."""
+    files = 0
+    for m, model in enumerate(MODELS):
+        cells = cells_table(
+            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
+        )
+        counts["cells"] += cells.height
+        files += _write(store, "cells", cells, model, epoch_name(0))
+    for first in range(0, epochs, EPOCHS_PER_FILE):
+        block = range(first, min(first + EPOCHS_PER_FILE, epochs))
+        for m, model in enumerate(MODELS):
+            frames: dict[str, list[pl.DataFrame]] = {}
+            for e in block:
+                for table, frame in make_chunk(grid, needles, m, e).items():
+                    frames.setdefault(table, []).append(frame)
+            for table, parts in frames.items():
+                frame = pl.concat(parts)
+                counts[table] += frame.height
+                files += _write(store, table, frame, model, f"{epoch_name(first)}-merged")
+        print(
+            f"  epoch {block[-1] + 1}/{epochs}: {counts['answers']:,} answers, "
+            f"{counts['needle_outcomes']:,} needle outcomes, {files:,} files, "
+            f"{time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
     runs = runs_table(epochs)
     counts["runs"] = runs.num_rows
     store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
@@ -649,7 +703,7 @@ BASELINE_1M = {
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--layout", choices=("batched", "sweep", "compacted"), default="batched")
+    parser.add_argument("--layout", choices=("batched", "sweep", "compacted", "year"), default="batched")
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
