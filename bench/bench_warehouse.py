@@ -556,6 +556,67 @@ def _generate_year(
     return counts
 
 
+ROLLUP_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from needlescope.warehouse.store import compaction, rollups
+root = Path(sys.argv[1]).resolve()
+start = time.perf_counter()
+with compaction.exclusive(root):
+    done = rollups.update(root, compaction.snapshot(root), rebuild=sys.argv[2:] == ["rebuild"])
+print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attempts,
+                  "tally_rows": done.tally_rows, "rebuilt": done.rebuilt,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def build_rollups(root: Path, counts: dict[str, Any]) -> None:
+    """The rollups derived from the raw tables once, as `needlescope rollups --rebuild` does
+    (what the first compaction after an upgrade does), timed and cached with the warehouse."""
+    child = run_child([PYTHON, "-c", ROLLUP_CHILD, str(root), "rebuild"])
+    counts["rollups_s"] = child.data["seconds"]
+    counts["rollups_rss_mb"] = child.peak_rss_mb
+    counts["rollups_tally_rows"] = child.data["tally_rows"]
+
+
+def nightly(root: Path, counts: dict[str, Any], repeat: int) -> None:
+    """One more nightly sweep (20,000 cells, appended as a sweep writes: a file per table per
+    batch of 32 cells) on a hard-linked copy of the warehouse: position_accuracy with the night's
+    files fresh, then the compaction that ends the sweep (merges and the rollups' delta), then
+    position_accuracy again."""
+    work = Path(tempfile.mkdtemp(prefix="nightly-", dir=CACHE))
+    try:
+        copy = work / "wh"
+        subprocess.run(["cp", "-al", str(root), str(copy)], check=True)
+        store = Warehouse(copy)
+        grid, needles = make_grid()
+        e = counts["epochs"]
+        files = 0
+        for m, model in enumerate(MODELS):
+            for table, frame in make_chunk(grid, needles, m, e).items():
+                files += _write_split(store, table, frame, model, epoch_name(e), 32)
+        sql = QUERIES["position_accuracy"]
+        fresh = [run_child([PYTHON, "-c", QUERY_CHILD, str(copy), sql]) for _ in range(repeat)]
+        best = min(fresh, key=lambda r: r.data["query_s"]).data
+        print(
+            f"{'nightly sweep':>20}: {files:,} files appended; position_accuracy with them "
+            f"fresh: {best['query_s']:.2f} s (views {best['views_s']:.2f} s)",
+            flush=True,
+        )
+        merge = run_child([NEEDLESCOPE, "compact", "-w", str(copy)])
+        after = [run_child([PYTHON, "-c", QUERY_CHILD, str(copy), sql]) for _ in range(repeat)]
+        best_after = min(after, key=lambda r: r.data["query_s"]).data
+        print(
+            f"{'':>22}compaction with the rollups' delta: {merge.wall_s:.1f} s wall "
+            f"({merge.cpu_s:.1f} s CPU, peak RSS {merge.peak_rss_mb:,.0f} MiB; "
+            f"{merge.stdout.strip().splitlines()[-1]}); position_accuracy after it: "
+            f"{best_after['query_s']:.2f} s",
+            flush=True,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def compacted(root: Path, sweep_root: Path, args: argparse.Namespace) -> None:
     """The sweep layout, copied, then compacted by `needlescope compact` (timed)."""
     if not (sweep_root / "bench-counts.json").exists():
@@ -693,17 +754,40 @@ def load_average() -> str:
         return "?"
 
 
-# The figures bench/README.md recorded for these queries on 2026-11-22 (1M answers, batched).
-BASELINE_1M = {
-    "accuracy_by_length": "0.53 s",
-    "recall_stats": "0.77 s",
-    "position_accuracy": "1.81 s",
+# The figures bench/README.md recorded before issue 21's rollups: at 1M answers (batched
+# layout, 2026-11-22) and at 10M (year layout, the views of that day, 2026-11-26).
+BASELINES = {
+    1: {
+        "accuracy_by_length": "0.53 s",
+        "recall_stats": "0.77 s",
+        "position_accuracy": "1.81 s",
+        "report": "30.6 s",
+    },
+    10: {
+        "accuracy_by_length": "6.19 s",
+        "recall_stats": "16.84 s",
+        "position_accuracy": "41.69 s",
+        "report": "30.6 s at 1M",
+    },
 }
+
+
+def scale(counts: dict[str, Any]) -> str:
+    return f"{round(counts['answers'] / 1e6)}M answers"
+
+
+def baseline(name: str, counts: dict[str, Any]) -> str:
+    millions = round(counts["answers"] / 1e6)
+    dated = "2026-11-22" if millions < 10 else "2026-11-26"
+    figure = BASELINES.get(1 if millions < 10 else 10, {}).get(name, "?")
+    return f"{figure} at {millions}M ({dated})" if " at " not in figure else figure
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--layout", choices=("batched", "sweep", "compacted", "year"), default="batched")
+    parser.add_argument(
+        "--layout", choices=("batched", "sweep", "compacted", "year"), default="batched"
+    )
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
@@ -724,8 +808,13 @@ def main() -> int:
         start = time.perf_counter()
         counts = generate(root, args.layout, args.epochs)
         counts["generate_s"] = round(time.perf_counter() - start)
+        counts["epochs"] = args.epochs
         stamp.write_text(json.dumps(counts))
     counts = json.loads(stamp.read_text())
+    if args.layout == "year" and "rollups_s" not in counts:
+        print("deriving the rollups from the raw tables ...", flush=True)
+        build_rollups(root, counts)
+        stamp.write_text(json.dumps(counts))
     size = disk_size(root)
     print(
         f"warehouse ({args.layout}): {counts['answers']:,} answer rows, "
@@ -734,6 +823,11 @@ def main() -> int:
         f"{counts['runs']} run rows; {counts['files']:,} files, {size / 2**20:,.0f} MiB "
         f"(generated in {counts['generate_s']} s)"
     )
+    if "rollups_s" in counts:
+        print(
+            f"rollups derived from the raw tables in {counts['rollups_s']:.0f} s (peak RSS "
+            f"{counts['rollups_rss_mb']:,.0f} MiB): {counts['rollups_tally_rows']:,} tally rows"
+        )
     if "compact_s" in counts:
         print(
             f"compaction of the sweep layout: {counts['compact_files_before']:,} files merged "
@@ -754,11 +848,13 @@ def main() -> int:
             flush=True,
         )
         print(
-            f"TARGET {name} at {counts['answers']:,} answer rows: {best['query_s']:.2f} s"
-            f" | goal <= 1 s at 10M answers | baseline {BASELINE_1M.get(name, '?')} at 1M"
-            " (2026-11-22)",
+            f"TARGET {name} at {scale(counts)}: {best['query_s']:.2f} s | goal <= 1 s at 10M"
+            f" answers | baseline {baseline(name, counts)}",
             flush=True,
         )
+    if args.layout == "year":
+        counts.setdefault("epochs", args.epochs)
+        nightly(root, counts, args.repeat)
     if args.no_report:
         return 0
     with tempfile.TemporaryDirectory() as out:
@@ -766,9 +862,9 @@ def main() -> int:
         html = Path(out, "report.html").stat().st_size
         pngs = len(list(Path(out).glob("*.png")))
     print(
-        f"TARGET report with every section at {counts['answers']:,} answer rows:"
-        f" {cli.wall_s:.1f} s wall, peak {cli.peak_rss_mb:,.0f} MiB | goal <= 15 s, <= 2 GiB"
-        " at 10M answers | baseline 30.6 s at 1M (2026-11-22)",
+        f"TARGET report with every section at {scale(counts)}: {cli.wall_s:.1f} s wall, peak"
+        f" {cli.peak_rss_mb:,.0f} MiB | goal <= 15 s, <= 2 GiB at 10M answers | baseline"
+        f" {baseline('report', counts)}",
         flush=True,
     )
     print(

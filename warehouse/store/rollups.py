@@ -402,17 +402,17 @@ def _merge_deltas(
         nonzero = " OR ".join(f'sum("{m}") <> 0' for m in MEASURES)
         out_tallies: list[Path] = []
         if tallies:
-            merged = con.execute(
-                f"SELECT {keys}, {sums} FROM read_parquet(?) GROUP BY ALL HAVING {nonzero}"
+            merged = con.sql(
+                f"SELECT {keys}, {sums} FROM read_parquet($files) GROUP BY ALL HAVING {nonzero}"
                 f" ORDER BY {keys}",
-                [[p.as_posix() for p in tallies]],
+                params={"files": [p.as_posix() for p in tallies]},
             ).to_arrow_table()
             out_tallies = [_write(folder, "tallies", merged.cast(TALLIES))]
         out_attempts: list[Path] = []
         if attempts:
-            rows = con.execute(
-                "SELECT * FROM read_parquet(?) ORDER BY epoch, cell_id",
-                [[p.as_posix() for p in attempts]],
+            rows = con.sql(
+                "SELECT * FROM read_parquet($files) ORDER BY epoch, cell_id",
+                params={"files": [p.as_posix() for p in attempts]},
             ).to_arrow_table()
             out_attempts = [_write(folder, "attempts", rows.cast(ATTEMPTS))]
     finally:
