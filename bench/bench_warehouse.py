@@ -559,11 +559,12 @@ def _generate_year(
 ROLLUP_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from needlescope.warehouse.store import compaction, rollups
+from needlescope.warehouse.store import compaction, rollups_update
 root = Path(sys.argv[1]).resolve()
 start = time.perf_counter()
 with compaction.exclusive(root):
-    done = rollups.update(root, compaction.snapshot(root), rebuild=sys.argv[2:] == ["rebuild"])
+    rebuild = sys.argv[2:] == ["rebuild"]
+    done = rollups_update.update(root, compaction.snapshot(root), rebuild=rebuild)
 print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attempts,
                   "tally_rows": done.tally_rows, "rebuilt": done.rebuilt,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

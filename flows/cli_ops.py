@@ -241,7 +241,7 @@ def compact(
     write and reports read: readers see every row exactly once."""
     from needlescope.errors import WarehouseError
     from needlescope.warehouse.store import Warehouse
-    from needlescope.warehouse.store.rollups import compact as compact_files
+    from needlescope.warehouse.store.rollups_update import compact as compact_files
 
     store = Warehouse(warehouse)
     if not store.exists():
@@ -276,7 +276,7 @@ def rollups(
     from needlescope.errors import WarehouseError
     from needlescope.warehouse.store import Warehouse
     from needlescope.warehouse.store.compaction import exclusive, snapshot
-    from needlescope.warehouse.store.rollups import update
+    from needlescope.warehouse.store.rollups_update import update
 
     store = Warehouse(warehouse)
     if not store.exists():

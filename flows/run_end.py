@@ -131,7 +131,7 @@ def run_summary(
 def compact_warehouse(store: Warehouse, logger: Any) -> None:
     """Merge the warehouse's small files (this run's and others') and bring the rollups up to
     date. Never fails the sweep."""
-    from needlescope.warehouse.store.rollups import compact
+    from needlescope.warehouse.store.rollups_update import compact
 
     try:
         done, rolled = compact(store.root)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from needlescope.flows.cli import app
 from needlescope.warehouse.stats import stats
-from needlescope.warehouse.store import Warehouse, compaction, rollups
+from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
 from tests.warehouse.test_view_fast_paths import answer, cell, needles
 
 PLAIN_POSITION_ACCURACY = """
@@ -79,7 +79,7 @@ def test_every_state_counts_what_the_raw_rows_count(tmp_path: Path) -> None:
     root = store.root.resolve()
     assert not check(store).used  # no generation yet: every file is fresh
 
-    first = rollups.update(root, compaction.snapshot(root))
+    first = rollups_update.update(root, compaction.snapshot(root))
     assert first.rebuilt and first.attempts == 5 and first.tally_rows > 0
     parts = check(store)
     assert parts.used and len(parts.covered["answers"]) == 1
@@ -103,7 +103,7 @@ def test_every_state_counts_what_the_raw_rows_count(tmp_path: Path) -> None:
     assert picked == [("r4",)]
     con.close()
 
-    second = rollups.update(root, compaction.snapshot(root))
+    second = rollups_update.update(root, compaction.snapshot(root))
     assert not second.rebuilt and second.attempts == 3
     check(store)
 
@@ -111,10 +111,10 @@ def test_every_state_counts_what_the_raw_rows_count(tmp_path: Path) -> None:
 def test_needle_rows_written_before_their_answer_count_once_it_comes(tmp_path: Path) -> None:
     store = seeded(tmp_path / "wh")
     root = store.root.resolve()
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     # A batch half-written when the rollup ran: its needle rows, not yet its answer.
     store.append("needle_outcomes", needles("r7", "e1", "c6", model="m2"))
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     gen = rollups.current(root)
     assert gen is not None and gen.pending == (("r7", "e1", "c6"),)
     check(store)  # r7 is no answer: its rows do not count
@@ -127,7 +127,7 @@ def test_needle_rows_written_before_their_answer_count_once_it_comes(tmp_path: P
     ).fetchone()
     con.close()
     assert total == (3,)
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     gen = rollups.current(root)
     assert gen is not None and gen.pending == ()
     check(store)
@@ -136,7 +136,7 @@ def test_needle_rows_written_before_their_answer_count_once_it_comes(tmp_path: P
 def test_compaction_keeps_the_rollups_and_merged_files_stay_covered(tmp_path: Path) -> None:
     store = seeded(tmp_path / "wh")
     root = store.root.resolve()
-    done, rolled = rollups.compact(root, min_files=2, grace_s=0.0)
+    done, rolled = rollups_update.compact(root, min_files=2, grace_s=0.0)
     assert done.files_merged >= 2 and len(rolled) == 2
     parts = check(store)
     assert parts.used
@@ -154,7 +154,7 @@ def test_compaction_keeps_the_rollups_and_merged_files_stay_covered(tmp_path: Pa
     con = store.connect()
     kept = ordered(con, "SELECT * FROM needle_tallies")
     con.close()
-    assert rollups.update(root, compaction.snapshot(root), rebuild=True).rebuilt
+    assert rollups_update.update(root, compaction.snapshot(root), rebuild=True).rebuilt
     con = store.connect()
     assert_frame_equal(ordered(con, "SELECT * FROM needle_tallies"), kept)
     con.close()
@@ -164,14 +164,14 @@ def test_compaction_keeps_the_rollups_and_merged_files_stay_covered(tmp_path: Pa
 def test_a_generation_the_files_disagree_with_is_not_used(tmp_path: Path) -> None:
     store = seeded(tmp_path / "wh")
     root = store.root.resolve()
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     gen = rollups.current(root)
     assert gen is not None
     covered = sorted(gen.covered["needle_outcomes"])[0]
     covered.unlink()  # rows the tallies count are gone: the raw rows are the truth
     assert not check(store).used
     # A data file of the generation missing: not used either.
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     gen = rollups.current(root)
     assert gen is not None and check(store).used
     gen.tallies[0].unlink()
@@ -184,11 +184,11 @@ def test_old_generations_and_their_files_are_deleted_after_the_grace(tmp_path: P
     for batch in range(rollups.MAX_DELTAS + 1):
         store.append("needle_outcomes", needles(f"n{batch}", "e5", "c1"))
         store.append("answers", [answer("c1", "e5", f"n{batch}", batch)])
-        report = rollups.update(root, compaction.snapshot(root), grace_s=3600.0)
+        report = rollups_update.update(root, compaction.snapshot(root), grace_s=3600.0)
     assert report.merged  # the deltas were merged into one file each
     folder = root / rollups.ROLLUPS
     assert len(list(folder.glob("gen-*.json"))) == rollups.MAX_DELTAS + 1  # within the grace
-    rollups.update(root, compaction.snapshot(root), grace_s=0.0)
+    rollups_update.update(root, compaction.snapshot(root), grace_s=0.0)
     gen = rollups.current(root)
     assert gen is not None
     assert list(folder.glob("gen-*.json")) == [gen.path]
@@ -214,7 +214,7 @@ def test_the_rollups_command(tmp_path: Path) -> None:
 def test_the_views_file_counts_from_the_raw_rows(tmp_path: Path) -> None:
     store = seeded(tmp_path / "wh")
     root = store.root.resolve()
-    rollups.update(root, compaction.snapshot(root))
+    rollups_update.update(root, compaction.snapshot(root))
     assert store.refresh_views_file()
     con = duckdb.connect(str(store.db_path), read_only=True)
     try:
