@@ -48,7 +48,9 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from needlescope.warehouse.store.compaction import ROW_GROUP_ROWS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.store import Warehouse, slug
 
@@ -65,6 +67,7 @@ NEEDLE_COUNTS = (20, 40, 50, 60)
 FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 REPEATS = 25
 EPOCHS = 50
+EPOCHS_PER_FILE = 50  # --layout year: 500 epochs are 10 files per table folder
 SEED = 7
 PROMPT = "recall-en-v1"
 START = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
@@ -403,10 +406,18 @@ def _write(store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: 
     if frame.height == 0:
         return 0
     schema = TABLES[table]
-    data = frame.select(schema.names).to_arrow().cast(schema)
+    # columns later schema steps added, which these rows do not fill (NULL, as in old rows)
+    missing = [pl.lit(None).alias(name) for name in schema.names if name not in frame.columns]
+    data = frame.with_columns(missing).select(schema.names).to_arrow().cast(schema)
     folder = store.parquet / table / "recall" / slug(model)
     folder.mkdir(parents=True, exist_ok=True)
-    store._atomic_write(data, folder / f"{name}.parquet")  # the writer Warehouse.append uses
+    if data.num_rows > ROW_GROUP_ROWS:
+        # a merged file as compaction writes it: zstd, row groups DuckDB scans in parallel
+        pq.write_table(
+            data, folder / f"{name}.parquet", compression="zstd", row_group_size=ROW_GROUP_ROWS
+        )
+    else:
+        store._atomic_write(data, folder / f"{name}.parquet")  # the writer Warehouse.append uses
     return 1
 
 
@@ -477,6 +488,8 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     per_file = 32 if layout == "sweep" else None
     counts = dict.fromkeys(TABLES, 0)
     files = 0
+    if layout == "year":
+        return _generate_year(store, grid, needles, epochs, started, counts)
     for m, model in enumerate(MODELS):
         cells = cells_table(
             grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
@@ -500,6 +513,109 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
     counts["files"] = files + 1
     return counts
+
+
+def _generate_year(
+    store: Warehouse,
+    grid: pl.DataFrame,
+    needles: pl.DataFrame,
+    epochs: int,
+    started: float,
+    counts: dict[str, int],
+) -> dict[str, int]:
+    """A year of compacted nightly sweeps: one file per table and model per
+    EPOCHS_PER_FILE epochs (what compaction's merges leave: a few large files a folder)."""
+    files = 0
+    for m, model in enumerate(MODELS):
+        cells = cells_table(
+            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
+        )
+        counts["cells"] += cells.height
+        files += _write(store, "cells", cells, model, epoch_name(0))
+    for first in range(0, epochs, EPOCHS_PER_FILE):
+        block = range(first, min(first + EPOCHS_PER_FILE, epochs))
+        for m, model in enumerate(MODELS):
+            frames: dict[str, list[pl.DataFrame]] = {}
+            for e in block:
+                for table, frame in make_chunk(grid, needles, m, e).items():
+                    frames.setdefault(table, []).append(frame)
+            for table, parts in frames.items():
+                frame = pl.concat(parts)
+                counts[table] += frame.height
+                files += _write(store, table, frame, model, f"{epoch_name(first)}-merged")
+        print(
+            f"  epoch {block[-1] + 1}/{epochs}: {counts['answers']:,} answers, "
+            f"{counts['needle_outcomes']:,} needle outcomes, {files:,} files, "
+            f"{time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+    runs = runs_table(epochs)
+    counts["runs"] = runs.num_rows
+    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
+    counts["files"] = files + 1
+    return counts
+
+
+ROLLUP_CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from needlescope.warehouse.store import compaction, rollups_update
+root = Path(sys.argv[1]).resolve()
+start = time.perf_counter()
+with compaction.exclusive(root):
+    rebuild = sys.argv[2:] == ["rebuild"]
+    done = rollups_update.update(root, compaction.snapshot(root), rebuild=rebuild)
+print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attempts,
+                  "tally_rows": done.tally_rows, "rebuilt": done.rebuilt,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def build_rollups(root: Path, counts: dict[str, Any]) -> None:
+    """The rollups derived from the raw tables once, as `needlescope rollups --rebuild` does
+    (what the first compaction after an upgrade does), timed and cached with the warehouse."""
+    child = run_child([PYTHON, "-c", ROLLUP_CHILD, str(root), "rebuild"])
+    counts["rollups_s"] = child.data["seconds"]
+    counts["rollups_rss_mb"] = child.peak_rss_mb
+    counts["rollups_tally_rows"] = child.data["tally_rows"]
+
+
+def nightly(root: Path, counts: dict[str, Any], repeat: int) -> None:
+    """One more nightly sweep (20,000 cells, appended as a sweep writes: a file per table per
+    batch of 32 cells) on a hard-linked copy of the warehouse: position_accuracy with the night's
+    files fresh, then the compaction that ends the sweep (merges and the rollups' delta), then
+    position_accuracy again."""
+    work = Path(tempfile.mkdtemp(prefix="nightly-", dir=CACHE))
+    try:
+        copy = work / "wh"
+        subprocess.run(["cp", "-al", str(root), str(copy)], check=True)
+        store = Warehouse(copy)
+        grid, needles = make_grid()
+        e = counts["epochs"]
+        files = 0
+        for m, model in enumerate(MODELS):
+            for table, frame in make_chunk(grid, needles, m, e).items():
+                files += _write_split(store, table, frame, model, epoch_name(e), 32)
+        sql = QUERIES["position_accuracy"]
+        fresh = [run_child([PYTHON, "-c", QUERY_CHILD, str(copy), sql]) for _ in range(repeat)]
+        best = min(fresh, key=lambda r: r.data["query_s"]).data
+        print(
+            f"{'nightly sweep':>20}: {files:,} files appended; position_accuracy with them "
+            f"fresh: {best['query_s']:.2f} s (views {best['views_s']:.2f} s)",
+            flush=True,
+        )
+        merge = run_child([NEEDLESCOPE, "compact", "-w", str(copy)])
+        after = [run_child([PYTHON, "-c", QUERY_CHILD, str(copy), sql]) for _ in range(repeat)]
+        best_after = min(after, key=lambda r: r.data["query_s"]).data
+        print(
+            f"{'':>22}compaction with the rollups' delta: {merge.wall_s:.1f} s wall "
+            f"({merge.cpu_s:.1f} s CPU, peak RSS {merge.peak_rss_mb:,.0f} MiB; "
+            f"{merge.stdout.strip().splitlines()[-1]}); position_accuracy after it: "
+            f"{best_after['query_s']:.2f} s",
+            flush=True,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def compacted(root: Path, sweep_root: Path, args: argparse.Namespace) -> None:
@@ -639,17 +755,68 @@ def load_average() -> str:
         return "?"
 
 
-# The figures bench/README.md recorded for these queries on 2026-11-22 (1M answers, batched).
-BASELINE_1M = {
-    "accuracy_by_length": "0.53 s",
-    "recall_stats": "0.77 s",
-    "position_accuracy": "1.81 s",
+# The figures bench/README.md recorded before issue 21's rollups: at 1M answers (batched
+# layout, 2026-11-22) and at 10M (year layout, the views of that day, 2026-11-26).
+BASELINES = {
+    1: {
+        "accuracy_by_length": "0.53 s",
+        "recall_stats": "0.77 s",
+        "position_accuracy": "1.81 s",
+        "report": "30.6 s",
+    },
+    10: {
+        "accuracy_by_length": "6.19 s",
+        "recall_stats": "16.84 s",
+        "position_accuracy": "41.69 s",
+        "report": "30.6 s at 1M",
+    },
 }
+
+
+def scale(counts: dict[str, Any]) -> str:
+    return f"{round(counts['answers'] / 1e6)}M answers"
+
+
+def baseline(name: str, counts: dict[str, Any]) -> str:
+    millions = round(counts["answers"] / 1e6)
+    dated = "2026-11-22" if millions < 10 else "2026-11-26"
+    figure = BASELINES.get(1 if millions < 10 else 10, {}).get(name, "?")
+    return f"{figure} at {millions}M ({dated})" if " at " not in figure else figure
+
+
+def report_at_scale(root: Path, counts: dict[str, Any]) -> int:
+    """The whole report once (at 10M answers it takes minutes): write_report in a fresh
+    process, with the wall time of its phases."""
+    script = Path(tempfile.mkdtemp()) / "report_child.py"
+    script.write_text(REPORT_CHILD)
+    try:
+        child = run_child([PYTHON, str(script), str(root), "all"])
+    finally:
+        shutil.rmtree(script.parent, ignore_errors=True)
+    phases = child.data
+    peak = max(phases["peak_rss_mb"], phases["renderer_peak_rss_mb"])
+    print(
+        f"TARGET report with every section at {scale(counts)}: {phases['wall_s']:.1f} s wall,"
+        f" peak {peak:,.0f} MiB | goal <= 15 s, <= 2 GiB at 10M answers | baseline"
+        f" {baseline('report', counts)}",
+        flush=True,
+    )
+    print(
+        f"{'write_report':>20}: {phases['wall_s']:.1f} s wall; {phases['cpu_s']:.1f} s CPU in "
+        f"the main process (peak RSS {phases['peak_rss_mb']:,.0f} MiB), "
+        f"{phases['renderers_cpu_s']:.1f} s in the chart renderers"
+    )
+    for label, seconds in phases["phases"].items():
+        print(f"{'':>22}{label}: {seconds:.1f} s")
+    print(f"load average after: {load_average()}")
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--layout", choices=("batched", "sweep", "compacted"), default="batched")
+    parser.add_argument(
+        "--layout", choices=("batched", "sweep", "compacted", "year"), default="batched"
+    )
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--regen", action="store_true", help="rebuild the cached warehouse")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query (best kept)")
@@ -670,8 +837,13 @@ def main() -> int:
         start = time.perf_counter()
         counts = generate(root, args.layout, args.epochs)
         counts["generate_s"] = round(time.perf_counter() - start)
+        counts["epochs"] = args.epochs
         stamp.write_text(json.dumps(counts))
     counts = json.loads(stamp.read_text())
+    if args.layout == "year" and "rollups_s" not in counts:
+        print("deriving the rollups from the raw tables ...", flush=True)
+        build_rollups(root, counts)
+        stamp.write_text(json.dumps(counts))
     size = disk_size(root)
     print(
         f"warehouse ({args.layout}): {counts['answers']:,} answer rows, "
@@ -680,6 +852,11 @@ def main() -> int:
         f"{counts['runs']} run rows; {counts['files']:,} files, {size / 2**20:,.0f} MiB "
         f"(generated in {counts['generate_s']} s)"
     )
+    if "rollups_s" in counts:
+        print(
+            f"rollups derived from the raw tables in {counts['rollups_s']:.0f} s (peak RSS "
+            f"{counts['rollups_rss_mb']:,.0f} MiB): {counts['rollups_tally_rows']:,} tally rows"
+        )
     if "compact_s" in counts:
         print(
             f"compaction of the sweep layout: {counts['compact_files_before']:,} files merged "
@@ -700,21 +877,25 @@ def main() -> int:
             flush=True,
         )
         print(
-            f"TARGET {name} at {counts['answers']:,} answer rows: {best['query_s']:.2f} s"
-            f" | goal <= 1 s at 10M answers | baseline {BASELINE_1M.get(name, '?')} at 1M"
-            " (2026-11-22)",
+            f"TARGET {name} at {scale(counts)}: {best['query_s']:.2f} s | goal <= 1 s at 10M"
+            f" answers | baseline {baseline(name, counts)}",
             flush=True,
         )
+    if args.layout == "year":
+        counts.setdefault("epochs", args.epochs)
+        nightly(root, counts, args.repeat)
     if args.no_report:
         return 0
+    if args.layout == "year":
+        return report_at_scale(root, counts)
     with tempfile.TemporaryDirectory() as out:
         cli = run_child([NEEDLESCOPE, "report", "--warehouse", str(root), "--out", out])
         html = Path(out, "report.html").stat().st_size
         pngs = len(list(Path(out).glob("*.png")))
     print(
-        f"TARGET report with every section at {counts['answers']:,} answer rows:"
-        f" {cli.wall_s:.1f} s wall, peak {cli.peak_rss_mb:,.0f} MiB | goal <= 15 s, <= 2 GiB"
-        " at 10M answers | baseline 30.6 s at 1M (2026-11-22)",
+        f"TARGET report with every section at {scale(counts)}: {cli.wall_s:.1f} s wall, peak"
+        f" {cli.peak_rss_mb:,.0f} MiB | goal <= 15 s, <= 2 GiB at 10M answers | baseline"
+        f" {baseline('report', counts)}",
         flush=True,
     )
     print(

@@ -237,7 +237,7 @@ def _state_error(state: Any) -> str:
 
 for command in (cli_ops.plan, cli_ops.serve, cli_ops.server, cli_ops.deploy, cli_ops.sql):
     app.command()(command)
-for command in (cli_ops.compact, cli_ops.report, cli_grade.grade):
+for command in (cli_ops.compact, cli_ops.rollups, cli_ops.report, cli_grade.grade):
     app.command()(command)
 app.command("import-legacy")(cli_ops.import_legacy)
 app.command()(cli_gates.gates)

@@ -241,13 +241,13 @@ def compact(
     write and reports read: readers see every row exactly once."""
     from needlescope.errors import WarehouseError
     from needlescope.warehouse.store import Warehouse
-    from needlescope.warehouse.store.compaction import compact as compact_files
+    from needlescope.warehouse.store.rollups_update import compact as compact_files
 
     store = Warehouse(warehouse)
     if not store.exists():
         raise fail(f"no warehouse at {store.root}")
     try:
-        done = compact_files(store.root, min_files=min_files, grace_s=grace_minutes * 60)
+        done, _ = compact_files(store.root, min_files=min_files, grace_s=grace_minutes * 60)
     except OSError as exc:
         raise fail(str(WarehouseError(f"cannot compact {store.root}: {exc}"))) from None
     if not done.ran:
@@ -258,6 +258,41 @@ def compact(
         f"merged {done.files_merged} files into "
         f"{sum(t.folders for t in done.tables)}, deleted {done.files_deleted} merged earlier "
         f"({done.seconds:.1f} s)"
+    )
+
+
+def rollups(
+    warehouse: WarehouseOption = None,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild", help="Derive the rollups from the raw tables alone, ignoring the last."
+        ),
+    ] = False,
+) -> None:
+    """Bring the warehouse's rollups (the needle tallies position accuracy and the heatmaps
+    read) up to date; compaction does it too. Derived data: `--rebuild` recounts them from the
+    raw tables, and the views fall back to the raw rows whenever they do not match."""
+    from needlescope.errors import WarehouseError
+    from needlescope.warehouse.store import Warehouse
+    from needlescope.warehouse.store.compaction import exclusive, snapshot
+    from needlescope.warehouse.store.rollups_update import update
+
+    store = Warehouse(warehouse)
+    if not store.exists():
+        raise fail(f"no warehouse at {store.root}")
+    root = store.root.resolve()
+    try:
+        with exclusive(root) as mine:
+            if not mine:
+                raise fail("a compaction of this warehouse is running; try again when it ends")
+            done = update(root, snapshot(root), rebuild=rebuild)
+    except OSError as exc:
+        raise fail(str(WarehouseError(f"cannot update the rollups of {root}: {exc}"))) from None
+    how = "rebuilt from the raw tables" if done.rebuilt else "updated"
+    console.print(
+        f"rollups {how}: {done.fresh_files} files counted, {done.attempts:,} attempts and "
+        f"{done.tally_rows:,} needle tally rows added ({done.seconds:.1f} s)"
     )
 
 

@@ -129,14 +129,24 @@ def run_summary(
 
 
 def compact_warehouse(store: Warehouse, logger: Any) -> None:
-    """Merge the warehouse's small files (this run's and others'). Never fails the sweep."""
-    from needlescope.warehouse.store.compaction import compact
+    """Merge the warehouse's small files (this run's and others') and bring the rollups up to
+    date. Never fails the sweep."""
+    from needlescope.warehouse.store.rollups_update import compact
 
     try:
-        done = compact(store.root)
+        done, rolled = compact(store.root)
     except Exception as exc:  # the answers are stored; the files only stay small
         logger.warning("warehouse compaction skipped: %s", exc)
         return
+    for step in rolled:
+        if step.fresh_files or step.rebuilt:
+            logger.info(
+                "rollups: %d attempts and %d needle tally rows added%s (%.1f s)",
+                step.attempts,
+                step.tally_rows,
+                " (rebuilt from the raw tables)" if step.rebuilt else "",
+                step.seconds,
+            )
     if done.files_merged or done.files_deleted:
         logger.info(
             "warehouse compacted: %d files merged, %d merged earlier deleted (%.1f s)",

@@ -192,7 +192,7 @@ def test_a_merge_that_crashed_before_going_live_changes_nothing(
 
 def test_one_compaction_at_a_time(one_file_per_table: Path, tmp_path: Path) -> None:
     store = split_copy(one_file_per_table, tmp_path / "wh")
-    with compaction._exclusive(store.root.resolve()) as mine:
+    with compaction.exclusive(store.root.resolve()) as mine:
         assert mine
         assert not compact(store.root, min_files=2).ran
     assert compact(store.root, min_files=2).files_merged > 0

@@ -54,7 +54,8 @@ def load(
     )
     # The needle heatmaps show, beside their rates, the config's invalid answers.
     invalid = table.select(*figures.AXES, *INVALID)
-    needles = _joined(stats.needle_rates(con, source=source), invalid)
+    # the snapshot holds every row of results: the tallies count the same needle rows
+    needles = _joined(stats.needle_rates(con, source=source, whole=True), invalid)
     invented = _joined(stats.hallucination_rates(con, source=source), invalid)
     pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
     probes = []

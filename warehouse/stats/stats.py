@@ -24,6 +24,7 @@ from needlescope.warehouse.store.figures import (
     needle_counts_sql,
     quoted,
     summary_sql,
+    tallied_counts_sql,
 )
 
 
@@ -56,19 +57,35 @@ def accuracy_by_length(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return accuracy_summary(con, AXES)
 
 
-def needle_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
+def needle_rates(
+    con: duckdb.DuckDBPyConnection, *, source: str = "results", whole: bool | None = None
+) -> pl.DataFrame:
     """Per needle index of every cell config: shares (0-100) of the parsed answers that
-    recalled it in order (the seed's position accuracy), missed it, or misordered it."""
-    counts = needle_counts_sql(
-        AXES,
-        {
-            "parsed_answers": "count(*)",
-            "in_order": "count(*) FILTER (WHERE o.in_lcs)",
-            "missing": "count(*) FILTER (WHERE o.outcome = 'missing')",
-            "misorder": "count(*) FILTER (WHERE o.outcome = 'misorder')",
-        },
-        source,
-    )
+    recalled it in order (the seed's position accuracy), missed it, or misordered it.
+
+    ``whole``: ``source`` holds every row of ``results`` (the default for ``results``), so the
+    counts are read from the needle tallies instead of joining every needle row."""
+    if whole if whole is not None else source == "results":
+        counts = tallied_counts_sql(
+            AXES,
+            {
+                "parsed_answers": "needles",
+                "in_order": "in_lcs",
+                "missing": "missing",
+                "misorder": "misorder",
+            },
+        )
+    else:
+        counts = needle_counts_sql(
+            AXES,
+            {
+                "parsed_answers": "count(*)",
+                "in_order": "count(*) FILTER (WHERE o.in_lcs)",
+                "missing": "count(*) FILTER (WHERE o.outcome = 'missing')",
+                "misorder": "count(*) FILTER (WHERE o.outcome = 'misorder')",
+            },
+            source,
+        )
     return con.sql(
         f"""
         SELECT *,

@@ -27,7 +27,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -184,7 +184,7 @@ class CompactionReport:
 
 
 @contextmanager
-def _exclusive(root: Path) -> Iterator[bool]:
+def exclusive(root: Path) -> Iterator[bool]:
     folder = compacted_root(root)
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / ".lock").open("a") as handle:
@@ -227,20 +227,27 @@ def compact(
     max_compacted: int = DEFAULT_MAX_COMPACTED,
     grace_s: float = DEFAULT_GRACE_S,
     tables: Sequence[str] = tuple(TABLES),
+    roll_up: Callable[[Snapshot], object] | None = None,
 ) -> CompactionReport:
     """Delete what expired, then merge every folder with at least ``min_files`` append files
-    (and every folder with more than ``max_compacted`` compacted files)."""
+    (and every folder with more than ``max_compacted`` compacted files). ``roll_up`` (the
+    rollups' update) runs under the same lock before the merges and after them: the merged
+    files then hold only rows the rollups cover."""
     started = time.monotonic()
     root = root.resolve()
-    with _exclusive(root) as mine:
+    with exclusive(root) as mine:
         if not mine:
             return CompactionReport(ran=False)
         report = CompactionReport(ran=True, tables=[TableCompaction(t) for t in tables])
         by_table = {t.table: t for t in report.tables}
         _drop_expired(root, grace_s, by_table)
+        if roll_up is not None:
+            roll_up(snapshot(root))
         snap = snapshot(root)
         for table in tables:
             _compact_table(root, table, snap, min_files, max_compacted, by_table[table])
+        if roll_up is not None and report.files_merged:
+            roll_up(snapshot(root))
     report.seconds = time.monotonic() - started
     return report
 

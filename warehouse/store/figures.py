@@ -161,6 +161,42 @@ FROM counted c JOIN configs g USING (config_id)
 """
 
 
+TALLY_MEASURES = ("needles", "in_lcs", "correct", "missing", "misorder")
+# The axes `results` takes from the answer; the others come from its cell.
+_ANSWER_AXES = frozenset({"probe", "model"})
+
+
+def tallied_counts_sql(
+    axes: Sequence[str], counts: Mapping[str, str], *, counted_only: bool = True
+) -> str:
+    """The figures :func:`needle_counts_sql` computes over ``results``, per ``axes`` × needle
+    index, from ``needle_tallies`` (rollups.py: per cell and needle index, kept up to date):
+    thousands of rows instead of every needle row. ``counts``: name → an expression over the
+    tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``."""
+    picked = ", ".join(
+        f't."{a}"'
+        if a in _ANSWER_AXES
+        else "result_region(c.region, c.depth) AS region"
+        if a == "region"
+        else f'c."{a}"'
+        for a in axes
+    )
+    where = f"WHERE t.{COUNTED}" if counted_only else ""
+    figures = ",\n       ".join(f"{expr} AS {name}" for name, expr in counts.items())
+    sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in TALLY_MEASURES)
+    return f"""
+WITH summed AS (
+    SELECT {picked}, t.needle_index, {sums}
+    FROM needle_tallies t JOIN cells c USING (cell_id)
+    {where}
+    GROUP BY ALL
+)
+SELECT {quoted(axes)}, needle_index,
+       {figures}
+FROM summed
+"""
+
+
 POSITION_ACCURACY_AXES = (
     "model",
     "probe",
@@ -170,18 +206,19 @@ POSITION_ACCURACY_AXES = (
     "filler",
     "prompt_version",
 )
-_POSITION_ACCURACY_SQL = needle_counts_sql(
+_POSITION_ACCURACY_SQL = tallied_counts_sql(
     POSITION_ACCURACY_AXES,
     {
-        "frequency": "count(*) FILTER (WHERE o.in_lcs)",
-        "total_records": "count(*)",
-        "probability": "100.0 * count(*) FILTER (WHERE o.in_lcs) / count(*)",
+        "frequency": "in_lcs",
+        "total_records": "needles",
+        "probability": "100.0 * in_lcs / needles",
     },
     counted_only=False,  # the seed's figure: every parsed answer, whatever its validity
 ).strip()
 POSITION_ACCURACY_VIEW = f"""
 -- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it
--- (needle_outcomes grouped by {", ".join(POSITION_ACCURACY_AXES)} and needle_index).
+-- (needle_outcomes grouped by {", ".join(POSITION_ACCURACY_AXES)} and needle_index), read
+-- from the needle tallies.
 CREATE OR REPLACE VIEW position_accuracy AS
 {_POSITION_ACCURACY_SQL};
 """

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
+from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
@@ -41,6 +42,7 @@ OWN = frozenset(
     {
         "parquet",
         "compacted",
+        rollups.ROLLUPS,
         DB_NAME,
         f"{DB_NAME}.wal",
         IDENTITY_FILE,
@@ -284,7 +286,10 @@ class Warehouse:
         self.check_ours()
         self.upgrade()
         con = duckdb.connect()
-        use_snapshot(con, snapshot(self.root))
+        snap = snapshot(self.root)
+        use_snapshot(con, snap)
+        root = self.root.resolve()
+        rollups.use_split(con, rollups.split(root, snap, rollups.current(root)))
         con.execute(views_sql())
         return con
 
@@ -295,8 +300,11 @@ class Warehouse:
         except duckdb.IOException:
             return False
         taken_at = time.time()
+        live_from = (self.parquet.resolve(), snapshot(self.root))
+        # the CLI's views count needles from the raw rows (they see later appends)
+        tallies, _ = rollups.tallies_sql(rollups.split(self.root, live_from[1], None), live_from)
         try:
-            con.execute(views_sql(live_from=(self.parquet.resolve(), snapshot(self.root))))
+            con.execute(tallies + views_sql(live_from=live_from))
         finally:
             con.close()
         # Compaction deletes merged files' sources only once this file's views stopped reading them.

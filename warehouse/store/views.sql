@@ -42,6 +42,11 @@ QUALIFY row_number() OVER (
     PARTITION BY cell_id ORDER BY (prompt_sha256 IS NULL), created_at, run_id
 ) = 1;
 
+-- A result's region: a needle case's depth is a grid axis, which the statistics group by as
+-- "depth 50%".
+CREATE OR REPLACE MACRO result_region(region, depth) AS
+    CASE WHEN depth IS NULL THEN region ELSE 'depth ' || format('{:g}', depth) || '%' END;
+
 -- Every attempt that reached the warehouse: graded answers and failures (error_kind set).
 CREATE OR REPLACE VIEW answers AS
 SELECT * EXCLUDE (schema_version)
@@ -56,13 +61,11 @@ WITH picked AS (
     SELECT * FROM answers
     QUALIFY row_number() OVER (
         PARTITION BY epoch, cell_id, probe, model
-        ORDER BY (error_kind IS NULL) DESC, answered_at DESC
+        ORDER BY (error_kind IS NULL) DESC, answered_at DESC, run_id DESC
     ) = 1
 )
 SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c.placement,
-       -- a needle case's depth is a grid axis: the statistics group by it as "depth 50%"
-       CASE WHEN c.depth IS NULL THEN c.region
-            ELSE 'depth ' || format('{:g}', c.depth) || '%' END AS region,
+       result_region(c.region, c.depth) AS region,
        c.depth, c.prompt_version, c.seed, c.length, c.length_unit, c.haystack_length,
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,

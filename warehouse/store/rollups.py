@@ -1,0 +1,265 @@
+"""Rollups: per-needle counts kept up to date, so position accuracy reads thousands of rows, not
+hundreds of millions.
+
+``needle_tallies`` holds, per (cell, probe, model, needle index, validity), how many needle rows
+of the answers ``results`` picks there are, and how many were in the LCS, correct, missing or
+misordered. Which attempt ``results`` picks for an (epoch, cell) depends on every attempt of it,
+so the tallies come with ``attempts``: one narrow row per attempt (the pick's ordering key).
+
+Derived data, never a second source of truth. A *generation* (``rollups/gen-<id>.json``) names
+its data files (``rollups/data/``: immutable, written once) and the files of ``answers`` and
+``needle_outcomes`` it covers. A reader takes the generation named by ``rollups/current.json``
+and its own file snapshot: files the generation covers are read from the tallies, the others
+(appended since) are *fresh*, and ``tallies.sql`` adds their effect — including a fresh
+attempt that displaces a covered one — at query time. A generation that does not match the
+snapshot (a file it covers is gone without a merge that holds it) is not used: the views then
+count everything from the raw rows, as before. Compaction writes a new generation after its
+merges (a merged file is covered when all its sources were), counting only the fresh files —
+an append-only delta — and merges the deltas when there are many. ``needlescope rollups
+--rebuild`` derives a generation from the raw tables alone. Writers never touch rollups, and one
+compaction at a time writes them (the compaction lock), so no file is updated in place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from needlescope.warehouse.store.compaction import (
+    EMPTY_FILE,
+    Manifest,
+    Snapshot,
+    manifests,
+    table_sql,
+)
+from needlescope.warehouse.store.schema import TABLES
+
+ROLLUPS = "rollups"
+FORMAT = 1  # a generation of another format is ignored (and replaced by the next compaction)
+CURRENT = "current.json"
+DATA = "data"
+COVERED_TABLES = ("answers", "needle_outcomes")
+MAX_DELTAS = 8  # past this many tally (or attempt) files a generation's are merged into one
+
+ATTEMPTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("epoch", pa.string()),
+        ("cell_id", pa.string()),
+        ("probe", pa.string()),
+        ("model", pa.string()),
+        ("answered_at", pa.timestamp("us", tz="UTC")),
+        ("graded", pa.bool_()),
+        ("validity", pa.string()),
+    ]
+)
+TALLIES = pa.schema(
+    [
+        ("cell_id", pa.string()),
+        ("probe", pa.string()),
+        ("model", pa.string()),
+        ("needle_index", pa.int64()),
+        ("validity", pa.string()),
+        ("needles", pa.int64()),  # needle rows: parsed answers that expected this needle
+        ("in_lcs", pa.int64()),
+        ("correct", pa.int64()),
+        ("missing", pa.int64()),
+        ("misorder", pa.int64()),
+    ]
+)
+MEASURES = ("needles", "in_lcs", "correct", "missing", "misorder")
+
+
+def rollups_root(root: Path) -> Path:
+    return root / ROLLUPS
+
+
+@dataclass(frozen=True)
+class Generation:
+    path: Path
+    attempts: tuple[Path, ...]
+    tallies: tuple[Path, ...]
+    covered: Mapping[str, frozenset[Path]]
+    # attempts with needle rows in covered files but no answer when they were covered (a
+    # batch being written, or a crash's leftovers): if their answer comes, those rows count
+    pending: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def files(self) -> set[Path]:
+        return {*self.attempts, *self.tallies}
+
+
+@dataclass
+class Split:
+    """What a reader reads of the rollups for its snapshot: the generation's data files, and
+    per covered table its files the generation covers and the fresh ones."""
+
+    attempts: list[Path] = field(default_factory=list)
+    tallies: list[Path] = field(default_factory=list)
+    covered: dict[str, list[Path]] = field(default_factory=dict)
+    fresh: dict[str, list[Path]] = field(default_factory=dict)
+    pending: list[tuple[str, str, str]] = field(default_factory=list)
+    used: bool = False  # False: no usable generation, every file is fresh
+
+
+def current(root: Path) -> Generation | None:
+    """The generation ``current.json`` names, or None (none yet, or of another format)."""
+    folder = rollups_root(root)
+    try:
+        name = json.loads((folder / CURRENT).read_text(encoding="utf-8"))["generation"]
+        body = json.loads((folder / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if body.get("format") != FORMAT:
+        return None
+    return Generation(
+        path=folder / name,
+        attempts=tuple(root / p for p in body["attempts"]),
+        tallies=tuple(root / p for p in body["tallies"]),
+        covered={
+            t: frozenset(root / p for p in body["covered"].get(t, [])) for t in COVERED_TABLES
+        },
+        pending=tuple((str(r), str(e), str(c)) for r, e, c in body.get("pending", [])),
+    )
+
+
+def split(root: Path, snap: Snapshot, gen: Generation | None) -> Split:
+    """The reader's split of ``snap`` by ``gen``; everything fresh when ``gen`` is None or does
+    not match the snapshot (then the views count every row from the raw tables)."""
+    whole = Split(
+        covered={t: [] for t in COVERED_TABLES},
+        fresh={t: list(snap.files.get(t, [])) for t in COVERED_TABLES},
+    )
+    if gen is None or not all(p.is_file() for p in gen.files):
+        return whole
+    merged_from = {m.merged: m for m in manifests(root)}
+    parts = Split(
+        attempts=list(gen.attempts), tallies=list(gen.tallies), pending=list(gen.pending), used=True
+    )
+    for table in COVERED_TABLES:
+        covered, fresh, seen = _covered(snap.files.get(table, []), gen.covered[table], merged_from)
+        if seen != gen.covered[table]:
+            return whole  # rows the tallies count are not in the snapshot: they disagree
+        parts.covered[table], parts.fresh[table] = covered, fresh
+    return parts
+
+
+def _covered(
+    files: Iterable[Path], covered: frozenset[Path], merged_from: Mapping[Path, Manifest]
+) -> tuple[list[Path], list[Path], set[Path]]:
+    """(covered files, fresh files, the generation's files they hold). A merged file holding
+    covered and fresh rows reads as fresh: its covered attempts then show up twice, as
+    rollup attempts and fresh ones, and pick the same (tallies.sql)."""
+    inside: list[Path] = []
+    fresh: list[Path] = []
+    seen: set[Path] = set()
+
+    def held(path: Path) -> tuple[set[Path], bool]:
+        """The generation's files ``path`` holds, and whether it holds other rows too."""
+        if path in covered:
+            return {path}, False
+        manifest = merged_from.get(path)
+        if manifest is None:
+            return set(), True
+        found: set[Path] = set()
+        other = False
+        for source in manifest.sources:
+            got, more = held(source)
+            found |= got
+            other = other or more
+        return found, other
+
+    for path in files:
+        got, other = held(path)
+        seen |= got
+        if path.name == EMPTY_FILE or other or not got:
+            fresh.append(path)
+        else:
+            inside.append(path)
+    return inside, fresh, seen
+
+
+# ------------------------------------------------------------------------------ the SQL
+
+
+def _read(files: list[Path], schema: pa.Schema, variable: str) -> tuple[str, list[str] | None]:
+    """A subquery over ``files`` through a variable (set by :func:`use_split`), or a typed empty
+    relation when there are none."""
+    if not files:
+        return _empty(schema), None
+    return (
+        f"(SELECT * FROM read_parquet(getvariable('{variable}'), union_by_name = true))",
+        [p.as_posix() for p in files],
+    )
+
+
+def pending_sql(keys: list[tuple[str, str, str]]) -> str:
+    if not keys:
+        columns = ", ".join(f"NULL::VARCHAR AS {c}" for c in ("run_id", "epoch", "cell_id"))
+        return f"(SELECT {columns} WHERE false)"
+    rows = ", ".join("(" + ", ".join(_text(v) for v in key) + ")" for key in keys)
+    return f"(SELECT * FROM (VALUES {rows}) AS p(run_id, epoch, cell_id))"
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _empty(schema: pa.Schema) -> str:
+    columns = ", ".join(f'CAST(NULL AS {_sql_type(f.type)}) AS "{f.name}"' for f in schema)
+    return f"(SELECT {columns} WHERE false)"
+
+
+def _sql_type(kind: pa.DataType) -> str:
+    if pa.types.is_string(kind):
+        return "VARCHAR"
+    if pa.types.is_int64(kind) or pa.types.is_int32(kind):
+        return "BIGINT"
+    if pa.types.is_boolean(kind):
+        return "BOOLEAN"
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMPTZ"
+    raise TypeError(kind)
+
+
+def tallies_sql(
+    parts: Split, live_from: tuple[Path, Snapshot] | None = None
+) -> tuple[str, dict[str, list[str]]]:
+    """``tallies.sql`` for ``parts``: its placeholders replaced by subqueries, and the
+    file lists to set as variables. ``live_from``: every file fresh, read by the globs of the
+    views file of the ``duckdb`` CLI (compaction.table_sql)."""
+    variables: dict[str, list[str]] = {}
+    text = resources.files("needlescope.warehouse.store").joinpath("tallies.sql").read_text()
+    reads = {
+        "rollup:attempts": (parts.attempts, ATTEMPTS),
+        "rollup:tallies": (parts.tallies, TALLIES),
+        "covered:needle_outcomes": (parts.covered["needle_outcomes"], TABLES["needle_outcomes"]),
+        "fresh:answers": (parts.fresh["answers"], TABLES["answers"]),
+        "fresh:needle_outcomes": (parts.fresh["needle_outcomes"], TABLES["needle_outcomes"]),
+    }
+    text = text.replace("{rollup:pending}", pending_sql(parts.pending if live_from is None else []))
+    for name, (files, schema) in reads.items():
+        kind, table = name.split(":")
+        if live_from is not None:
+            sql = table_sql(table, live_from=live_from) if kind == "fresh" else _empty(schema)
+        else:
+            variable = f"needlescope_{kind}_{table}"
+            sql, listed = _read(files, schema, variable)
+            if listed is not None:
+                variables[variable] = listed
+        text = text.replace("{" + name + "}", sql)
+    return text, variables
+
+
+def use_split(con: duckdb.DuckDBPyConnection, parts: Split) -> None:
+    """Create the ``needle_tallies`` view (and its helpers) on ``con`` for ``parts``."""
+    text, variables = tallies_sql(parts)
+    for name, files in variables.items():
+        con.execute(f"SET VARIABLE {name} = ?", [files])
+    con.execute(text)

@@ -1,0 +1,93 @@
+-- Per-needle counts of the answers `results` picks (see rollups.py): the rollup's tallies of
+-- the files its generation covers, plus the effect of the fresh files (appended since) —
+-- their new picks' needle rows added, and the rows of any covered pick they displace taken
+-- away. Without a usable generation every file is fresh: the same counts, from the raw rows.
+-- rollups.py fills its placeholders per connection (views_sql does not read this file).
+
+CREATE OR REPLACE VIEW fresh_attempts AS
+SELECT run_id, epoch, cell_id, probe, model, answered_at, error_kind IS NULL AS graded,
+       coalesce(validity, CASE WHEN error_kind IS NULL THEN 'unknown' END) AS validity
+FROM {fresh:answers};
+
+CREATE OR REPLACE VIEW fresh_needle_rows AS
+SELECT * FROM {fresh:needle_outcomes};
+
+-- The attempts the rollup covers (their pick's ordering key), one narrow row each.
+CREATE OR REPLACE VIEW tally_attempts AS
+SELECT * FROM {rollup:attempts};
+
+-- Which attempt of an (epoch, cell) counts: `results`' rule (views.sql), on these columns.
+CREATE OR REPLACE VIEW tally_delta AS
+WITH fresh AS MATERIALIZED (
+    SELECT * FROM fresh_attempts
+), touched AS MATERIALIZED (
+    SELECT DISTINCT epoch, cell_id FROM fresh
+), old AS MATERIALIZED (
+    SELECT a.* FROM tally_attempts a
+    SEMI JOIN touched t ON a.epoch = t.epoch AND a.cell_id = t.cell_id
+), old_pick AS MATERIALIZED (
+    SELECT * FROM old
+    QUALIFY row_number() OVER (
+        PARTITION BY epoch, cell_id ORDER BY graded DESC, answered_at DESC, run_id DESC
+    ) = 1
+), new_pick AS MATERIALIZED (
+    SELECT * FROM (SELECT * FROM old UNION ALL SELECT * FROM fresh)
+    QUALIFY row_number() OVER (
+        PARTITION BY epoch, cell_id ORDER BY graded DESC, answered_at DESC, run_id DESC
+    ) = 1
+), changed AS MATERIALIZED (
+    SELECT n.epoch, n.cell_id,
+           n.run_id AS new_run, n.graded AS new_graded, n.probe AS new_probe,
+           n.model AS new_model, n.validity AS new_validity,
+           o.run_id AS old_run, o.graded AS old_graded, o.probe AS old_probe,
+           o.model AS old_model, o.validity AS old_validity
+    FROM new_pick n LEFT JOIN old_pick o USING (epoch, cell_id)
+    WHERE o.run_id IS NULL OR o.run_id <> n.run_id OR o.answered_at <> n.answered_at
+), added AS MATERIALIZED (
+    SELECT epoch, cell_id, new_run AS run_id, new_probe AS probe, new_model AS model,
+           new_validity AS validity
+    FROM changed WHERE new_graded
+), displaced AS MATERIALIZED (
+    SELECT epoch, cell_id, old_run AS run_id, old_probe AS probe, old_model AS model,
+           old_validity AS validity
+    FROM changed WHERE old_graded
+), signed AS (
+    -- a fresh pick's needle rows are in fresh files, or in covered ones when the rollup
+    -- recorded them as pending (covered before their answer was written)
+    SELECT o.cell_id, a.probe, a.model, o.needle_index, a.validity, 1 AS sign, o.in_lcs,
+           o.outcome
+    FROM fresh_needle_rows o
+    JOIN added a ON a.run_id = o.run_id AND a.epoch = o.epoch AND a.cell_id = o.cell_id
+    UNION ALL
+    SELECT o.cell_id, a.probe, a.model, o.needle_index, a.validity, 1, o.in_lcs, o.outcome
+    FROM {covered:needle_outcomes} o
+    JOIN (SELECT * FROM added SEMI JOIN {rollup:pending} p
+              ON added.run_id = p.run_id AND added.epoch = p.epoch
+             AND added.cell_id = p.cell_id) a
+      ON a.run_id = o.run_id AND a.epoch = o.epoch AND a.cell_id = o.cell_id
+    UNION ALL
+    SELECT o.cell_id, d.probe, d.model, o.needle_index, d.validity, -1, o.in_lcs, o.outcome
+    FROM (SELECT * FROM {covered:needle_outcomes} UNION ALL BY NAME
+          SELECT * FROM fresh_needle_rows) o
+    JOIN displaced d ON d.run_id = o.run_id AND d.epoch = o.epoch AND d.cell_id = o.cell_id
+)
+SELECT cell_id, probe, model, needle_index, validity,
+       sum(sign)::BIGINT AS needles,
+       sum(CASE WHEN in_lcs THEN sign ELSE 0 END)::BIGINT AS in_lcs,
+       sum(CASE WHEN outcome = 'correct' THEN sign ELSE 0 END)::BIGINT AS correct,
+       sum(CASE WHEN outcome = 'missing' THEN sign ELSE 0 END)::BIGINT AS missing,
+       sum(CASE WHEN outcome = 'misorder' THEN sign ELSE 0 END)::BIGINT AS misorder
+FROM signed
+GROUP BY ALL;
+
+-- Per (cell, probe, model, needle index, validity) over the answers in `results`: needle rows
+-- (`needles`: parsed answers expecting that needle) and how many were in the LCS, correct,
+-- missing or misordered. What position_accuracy and the needle heatmaps read.
+CREATE OR REPLACE VIEW needle_tallies AS
+SELECT cell_id, probe, model, needle_index, validity,
+       sum(needles)::BIGINT AS needles, sum(in_lcs)::BIGINT AS in_lcs,
+       sum(correct)::BIGINT AS correct, sum(missing)::BIGINT AS missing,
+       sum(misorder)::BIGINT AS misorder
+FROM (SELECT * FROM {rollup:tallies} UNION ALL SELECT * FROM tally_delta)
+GROUP BY ALL
+HAVING sum(needles) <> 0;
