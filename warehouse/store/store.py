@@ -9,7 +9,6 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,18 @@ import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
 from needlescope.text import storable_values
-from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
-    Snapshot,
     mark_views_snapshot,
     partial_of,
     snapshot,
     table_sql,
     use_snapshot,
 )
-from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
+from needlescope.warehouse.store.rollups import ROLLUPS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
+from needlescope.warehouse.store.views import create_views, views_file_sql
 from needlescope.whole_fit import RememberedFit
 
 DEFAULT_ROOT = Path("warehouse/data")
@@ -42,7 +40,7 @@ OWN = frozenset(
     {
         "parquet",
         "compacted",
-        rollups.ROLLUPS,
+        ROLLUPS,
         DB_NAME,
         f"{DB_NAME}.wal",
         IDENTITY_FILE,
@@ -58,27 +56,6 @@ def default_root() -> Path:
 
 def slug(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", value)[:80] or "_"
-
-
-def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
-    """views.sql, then each probe's views_<probe>.sql (they build on the shared views). The
-    tables are read from the connection's snapshot variables, or with ``live_from`` (the
-    parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
-    folder = resources.files("needlescope.warehouse.store")
-    names = [
-        "views.sql",
-        *sorted(
-            f.name
-            for f in folder.iterdir()
-            if f.name.startswith("views_") and f.name.endswith(".sql")
-        ),
-    ]
-    text = "\n".join(folder.joinpath(name).read_text() for name in names)
-
-    text += POSITION_ACCURACY_VIEW + RECALL_STATS_VIEW
-    for table in TABLES:
-        text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
-    return text
 
 
 def _schema_of(path: Path) -> pa.Schema | None:
@@ -286,11 +263,7 @@ class Warehouse:
         self.check_ours()
         self.upgrade()
         con = duckdb.connect()
-        snap = snapshot(self.root)
-        use_snapshot(con, snap)
-        root = self.root.resolve()
-        rollups.use_split(con, rollups.split(root, snap, rollups.current(root)))
-        con.execute(views_sql())
+        create_views(con, self.root.resolve())
         return con
 
     def refresh_views_file(self) -> bool:
@@ -300,11 +273,8 @@ class Warehouse:
         except duckdb.IOException:
             return False
         taken_at = time.time()
-        live_from = (self.parquet.resolve(), snapshot(self.root))
-        # the CLI's views count needles from the raw rows (they see later appends)
-        tallies, _ = rollups.tallies_sql(rollups.split(self.root, live_from[1], None), live_from)
         try:
-            con.execute(tallies + views_sql(live_from=live_from))
+            con.execute(views_file_sql(self.root.resolve()))
         finally:
             con.close()
         # Compaction deletes merged files' sources only once this file's views stopped reading them.

@@ -1,0 +1,52 @@
+"""The views' SQL: views.sql, each probe's views_<probe>.sql and the generated figure views,
+over a connection's file snapshot (with the needle tallies of the rollups), or over globs for
+the views file of the ``duckdb`` CLI."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from needlescope.warehouse.store import rollups
+from needlescope.warehouse.store.compaction import Snapshot, snapshot, table_sql, use_snapshot
+from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
+from needlescope.warehouse.store.schema import TABLES
+
+
+def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
+    """views.sql, then each probe's views_<probe>.sql (they build on the shared views). The
+    tables are read from the connection's snapshot variables, or with ``live_from`` (the
+    parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
+    folder = resources.files("needlescope.warehouse.store")
+    names = [
+        "views.sql",
+        *sorted(
+            f.name
+            for f in folder.iterdir()
+            if f.name.startswith("views_") and f.name.endswith(".sql")
+        ),
+    ]
+    text = "\n".join(folder.joinpath(name).read_text() for name in names)
+
+    text += POSITION_ACCURACY_VIEW + RECALL_STATS_VIEW
+    for table in TABLES:
+        text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
+    return text
+
+
+def create_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """The views on ``con``, reading the warehouse at ``root`` as of now (a snapshot)."""
+    snap = snapshot(root)
+    use_snapshot(con, snap)
+    rollups.use_split(con, rollups.split(root, snap, rollups.current(root)))
+    con.execute(views_sql())
+
+
+def views_file_sql(root: Path) -> str:
+    """The views of the ``duckdb`` CLI's views file: globs that see later appends, and the
+    needles counted from the raw rows."""
+    live_from = (root / "parquet", snapshot(root))
+    tallies, _ = rollups.tallies_sql(rollups.split(root, live_from[1], None), live_from)
+    return tallies + views_sql(live_from=live_from)
