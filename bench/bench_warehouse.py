@@ -67,7 +67,9 @@ NEEDLE_COUNTS = (20, 40, 50, 60)
 FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 REPEATS = 25
 EPOCHS = 50
-EPOCHS_PER_FILE = 50  # --layout year: 500 epochs are 10 files per table folder
+# --layout year: 500 epochs in 7 files per table folder, as compaction leaves a folder between
+# its full merges (it merges a folder's compacted files again past 8 of them)
+EPOCHS_PER_FILE = 72
 SEED = 7
 PROMPT = "recall-en-v1"
 START = datetime(2026, 9, 1, 3, 0, tzinfo=UTC)
@@ -826,7 +828,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    root = CACHE / f"warehouse-v{VERSION}-{args.layout}-{args.epochs}e"
+    per_file = f"-{EPOCHS_PER_FILE}pf" if args.layout == "year" else ""
+    root = CACHE / f"warehouse-v{VERSION}-{args.layout}-{args.epochs}e{per_file}"
     stamp = root / "bench-counts.json"
     if args.layout == "compacted" and (args.regen or not stamp.exists()):
         shutil.rmtree(root, ignore_errors=True)
