@@ -50,7 +50,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from needlescope.warehouse.store.compaction import ROW_GROUP_ROWS
+from needlescope.warehouse.store.compaction import COMPACTED, ROW_GROUP_ROWS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.store import Warehouse, slug
 
@@ -404,16 +404,21 @@ def make_chunk(
     }
 
 
-def _write(store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: str) -> int:
+def _write(
+    store: Warehouse, table: str, frame: pl.DataFrame, model: str, name: str, merged: bool = False
+) -> int:
+    """``merged``: a file as compaction leaves it, under ``compacted/`` (no manifest: it
+    replaced no file of this warehouse)."""
     if frame.height == 0:
         return 0
     schema = TABLES[table]
     # columns later schema steps added, which these rows do not fill (NULL, as in old rows)
     missing = [pl.lit(None).alias(name) for name in schema.names if name not in frame.columns]
     data = frame.with_columns(missing).select(schema.names).to_arrow().cast(schema)
-    folder = store.parquet / table / "recall" / slug(model)
+    top = store.root / COMPACTED if merged else store.parquet
+    folder = top / table / "recall" / slug(model)
     folder.mkdir(parents=True, exist_ok=True)
-    if data.num_rows > ROW_GROUP_ROWS:
+    if merged:
         # a merged file as compaction writes it: zstd, row groups DuckDB scans in parallel
         pq.write_table(
             data, folder / f"{name}.parquet", compression="zstd", row_group_size=ROW_GROUP_ROWS
@@ -544,7 +549,7 @@ def _generate_year(
             for table, parts in frames.items():
                 frame = pl.concat(parts)
                 counts[table] += frame.height
-                files += _write(store, table, frame, model, f"{epoch_name(first)}-merged")
+                files += _write(store, table, frame, model, f"c-{epoch_name(first)}", merged=True)
         print(
             f"  epoch {block[-1] + 1}/{epochs}: {counts['answers']:,} answers, "
             f"{counts['needle_outcomes']:,} needle outcomes, {files:,} files, "
@@ -578,7 +583,7 @@ def build_rollups(root: Path, counts: dict[str, Any]) -> None:
     (what the first compaction after an upgrade does), timed and cached with the warehouse."""
     child = run_child([PYTHON, "-c", ROLLUP_CHILD, str(root), "rebuild"])
     counts["rollups_s"] = child.data["seconds"]
-    counts["rollups_rss_mb"] = child.peak_rss_mb
+    counts["rollups_rss_mb"] = child.data["peak_rss_mb"]
     counts["rollups_tally_rows"] = child.data["tally_rows"]
 
 
@@ -876,7 +881,7 @@ def main() -> int:
             f"{name:>20}: query {best['query_s']:.2f} s ({best['query_cpu_s']:.2f} s CPU; "
             f"runs {times}), "
             f"views {best['views_s']:.2f} s, {best['rows']:,} rows, "
-            f"peak RSS {max(r.peak_rss_mb for r in runs):,.0f} MiB",
+            f"peak RSS {max(r.data['peak_rss_mb'] for r in runs):,.0f} MiB",
             flush=True,
         )
         print(
