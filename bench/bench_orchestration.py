@@ -13,6 +13,7 @@ runs, and the flow run itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -68,6 +69,7 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     from needlescope.probes.base import answer_tables
     from needlescope.probes.registry import expand_grid, probe_module
     from needlescope.providers.base import Reply
+    from needlescope.providers.open import open_provider
     from needlescope.tasks.contexts import ContextBuilder
     from needlescope.warehouse.store import Warehouse
     from needlescope.warehouse.store import rows as row_builders
@@ -77,8 +79,11 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     store = Warehouse(warehouse).ensure()
     started = time.perf_counter()
     cells = expand_grid(config)
-    runtime = ContextBuilder(config)
-    built = await runtime.build_contexts(model.name, cells)
+    async with contextlib.AsyncExitStack() as stack:
+        # the same provider client a sweep opens: counts a prompt the way the sweep does
+        provider = await open_provider(stack, model, ctx_per_slot=0, offline=True)
+        runtime = ContextBuilder(config, {model.name: provider})
+        built = await runtime.build_contexts(model.name, cells)
     limit = asyncio.Semaphore(model.concurrency)
     tables: dict[str, list[dict[str, Any]]] = {}
     headers = {"Authorization": f"Bearer {os.environ['NS_BENCH_KEY']}"}
