@@ -64,11 +64,17 @@ probes:
 
 
 class _Patient(httpx.Client):
-    """The UI's client: a 503 (the server busy, as on a loaded 2-core machine) is asked again."""
+    """The UI's client: a 503 (the server busy, as on a loaded 2-core machine) is asked again,
+    and so is a read that timed out (the UI polls again; only reads: a POST may have landed)."""
 
-    def request(self, *args: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
-        for _ in range(10):
-            response = super().request(*args, **kwargs)
+    def request(self, method: str, *args: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
+        for attempt in range(10):
+            try:
+                response = super().request(method, *args, **kwargs)
+            except httpx.TimeoutException:
+                if method.upper() != "GET" or attempt == 9:
+                    raise
+                continue
             if response.status_code != 503:
                 return response
             time.sleep(1)
