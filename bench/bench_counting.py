@@ -99,7 +99,6 @@ async def run(
     from needlescope.providers.base import Message
     from needlescope.providers.registry import create_provider
     from needlescope.tasks.contexts import ContextBuilder
-    from needlescope.warehouse.store import rows as warehouse_rows
 
     os.environ.setdefault("NS_BENCH_KEY", "bench-key")
     with contextlib.ExitStack() as stack:
@@ -158,19 +157,8 @@ async def run(
                 hay = await provider.count_tokens(context.haystack_text)
                 assert hay == measured.haystack_length, (hay, measured.haystack_length)
             if store is not None:
-                store.append(
-                    "cells",
-                    [
-                        warehouse_rows.cell_row(
-                            c,
-                            "bench",
-                            haystack_length=built.measured[c.cell.cell_id].haystack_length,
-                            planned_tokens=built.measured[c.cell.cell_id].planned_tokens,
-                            length_basis=builder.length_basis("m", c),
-                        )
-                        for c in built.contexts
-                    ],
-                )
+                cell_rows = [builder.cell_row("m", c, built, "bench") for c in built.contexts]
+                store.append("cells", cell_rows)
         finally:
             await provider.aclose()
     return {

@@ -487,6 +487,34 @@ def runs_table(epochs: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TABLES["runs"])
 
 
+def _write_cells(
+    store: Warehouse,
+    grid: pl.DataFrame,
+    needles: pl.DataFrame,
+    counts: dict[str, int],
+    per_file: int | None,
+) -> int:
+    """Every model's cells rows, written once (as the first epoch's sweep writes them)."""
+    files = 0
+    for m, model in enumerate(MODELS):
+        cells = cells_table(
+            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
+        )
+        counts["cells"] += cells.height
+        files += _write_split(store, "cells", cells, model, epoch_name(0), per_file)
+    return files
+
+
+def _write_runs(
+    store: Warehouse, epochs: int, counts: dict[str, int], files: int
+) -> dict[str, int]:
+    runs = runs_table(epochs)
+    counts["runs"] = runs.num_rows
+    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
+    counts["files"] = files + 1
+    return counts
+
+
 def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     """Write the warehouse; returns the row count of every table and the number of files."""
     started = time.perf_counter()
@@ -494,15 +522,9 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
     grid, needles = make_grid()
     per_file = 32 if layout == "sweep" else None
     counts = dict.fromkeys(TABLES, 0)
-    files = 0
     if layout == "year":
         return _generate_year(store, grid, needles, epochs, started, counts)
-    for m, model in enumerate(MODELS):
-        cells = cells_table(
-            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
-        )
-        counts["cells"] += cells.height
-        files += _write_split(store, "cells", cells, model, epoch_name(0), per_file)
+    files = _write_cells(store, grid, needles, counts, per_file)
     for e in range(epochs):
         for m, model in enumerate(MODELS):
             for table, frame in make_chunk(grid, needles, m, e).items():
@@ -515,11 +537,7 @@ def generate(root: Path, layout: str, epochs: int) -> dict[str, int]:
                 f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
-    runs = runs_table(epochs)
-    counts["runs"] = runs.num_rows
-    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
-    counts["files"] = files + 1
-    return counts
+    return _write_runs(store, epochs, counts, files)
 
 
 def _generate_year(
@@ -532,13 +550,7 @@ def _generate_year(
 ) -> dict[str, int]:
     """A year of compacted nightly sweeps: one file per table and model per
     EPOCHS_PER_FILE epochs (what compaction's merges leave: a few large files a folder)."""
-    files = 0
-    for m, model in enumerate(MODELS):
-        cells = cells_table(
-            grid.filter(pl.col("m") == m), needles.filter(pl.col("m") == m), run_ids(0)[0]
-        )
-        counts["cells"] += cells.height
-        files += _write(store, "cells", cells, model, epoch_name(0))
+    files = _write_cells(store, grid, needles, counts, None)
     for first in range(0, epochs, EPOCHS_PER_FILE):
         block = range(first, min(first + EPOCHS_PER_FILE, epochs))
         for m, model in enumerate(MODELS):
@@ -556,11 +568,7 @@ def _generate_year(
             f"{time.perf_counter() - started:.0f} s",
             flush=True,
         )
-    runs = runs_table(epochs)
-    counts["runs"] = runs.num_rows
-    store._atomic_write(runs, store.parquet / "runs" / "runs.parquet")
-    counts["files"] = files + 1
-    return counts
+    return _write_runs(store, epochs, counts, files)
 
 
 ROLLUP_CHILD = """

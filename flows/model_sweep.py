@@ -159,17 +159,8 @@ class ModelSweep:
             cell_id = context.cell.cell_id
             if cell_id in self.known_cells and not keep_prompt and cell_id not in builder.refitted:
                 continue
-            measured = built.measured[context.cell.cell_id]
             cell_rows.append(
-                rows.cell_row(
-                    context,
-                    self.run_id,
-                    haystack_length=measured.haystack_length,
-                    planned_tokens=measured.planned_tokens,
-                    keep_prompt=keep_prompt,
-                    length_basis=builder.length_basis(self.model, context),
-                    length=measured.length,
-                )
+                builder.cell_row(self.model, context, built, self.run_id, keep_prompt=keep_prompt)
             )
         if cell_rows:
             await self._persist("cells", cell_rows)

@@ -24,6 +24,7 @@ from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.tasks.piece_fit import FitLength, PieceFitter
 from needlescope.tasks.whole_fit import Render, WholeFitter
+from needlescope.warehouse.store import rows
 from needlescope.whole_fit import RememberedFit, Starts
 from needlescope.windows import CONTEXT_MARGIN, context_window
 
@@ -200,6 +201,21 @@ class ContextBuilder:
         if model in self.estimated:
             return f"estimated: {CHARS_PER_TOKEN} characters a token (no tokenizer)"
         return "tokenizer"
+
+    def cell_row(
+        self, model: str, context: Context, built: Built, run_id: str, *, keep_prompt: bool = False
+    ) -> dict[str, Any]:
+        """The cells table's row of a cell ``built`` holds, with the lengths measured."""
+        measured = built.measured[context.cell.cell_id]
+        return rows.cell_row(
+            context,
+            run_id,
+            haystack_length=measured.haystack_length,
+            planned_tokens=measured.planned_tokens,
+            keep_prompt=keep_prompt,
+            length_basis=self.length_basis(model, context),
+            length=measured.length,
+        )
 
     async def build_contexts(self, model: str, cells: list[Cell]) -> Built:
         """Every token count a cell needs (fitting, overflow, the cells row) is made here, so a

@@ -19,7 +19,7 @@ from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.providers.registry import create_provider
 from needlescope.tasks.contexts import Built, ContextBuilder
-from needlescope.warehouse.store import Warehouse, rows
+from needlescope.warehouse.store import Warehouse
 from tests.support.anthropic_server import FakeAnthropicServer
 from tests.support.gemini_server import FakeGeminiServer
 from tests.unit.test_piece_count import Counter
@@ -76,19 +76,7 @@ async def build(
     built = await builder.build_contexts("m", cells)
     assert not built.failed and not built.unbuildable
     if store is not None:
-        store.append(
-            "cells",
-            [
-                rows.cell_row(
-                    c,
-                    "run",
-                    haystack_length=built.measured[c.cell.cell_id].haystack_length,
-                    planned_tokens=built.measured[c.cell.cell_id].planned_tokens,
-                    length_basis=builder.length_basis("m", c),
-                )
-                for c in built.contexts
-            ],
-        )
+        store.append("cells", [builder.cell_row("m", c, built, "run") for c in built.contexts])
     return builder, built
 
 

@@ -16,17 +16,12 @@ from typer.testing import CliRunner
 from needlescope.flows.cli import app
 from needlescope.warehouse.stats import stats
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
-from tests.warehouse.test_view_fast_paths import answer, cell, needles
-
-PLAIN_POSITION_ACCURACY = """
-    SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
-           needle_index,
-           count(*) FILTER (WHERE in_lcs) AS frequency,
-           count(*) AS total_records,
-           100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS probability
-    FROM needle_outcomes
-    GROUP BY ALL
-"""
+from tests.warehouse.test_view_fast_paths import (
+    PLAIN_POSITION_ACCURACY,
+    answer,
+    cell,
+    needles,
+)
 
 
 def ordered(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:

@@ -159,18 +159,21 @@ def test_results_pick_the_same_attempts_as_the_plain_definition(
     assert probe["cell_id"].to_list() == ["c3"]
 
 
+# position_accuracy's plain definition: the needle_outcomes view grouped
+PLAIN_POSITION_ACCURACY = """
+    SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
+           needle_index,
+           count(*) FILTER (WHERE in_lcs) AS frequency,
+           count(*) AS total_records,
+           100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS probability
+    FROM needle_outcomes
+    GROUP BY ALL
+"""
+
+
 def test_position_accuracy_is_needle_outcomes_grouped(con: duckdb.DuckDBPyConnection) -> None:
-    plain = """
-        SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
-               needle_index,
-               count(*) FILTER (WHERE in_lcs) AS frequency,
-               count(*) AS total_records,
-               100.0 * count(*) FILTER (WHERE in_lcs) / count(*) AS probability
-        FROM needle_outcomes
-        GROUP BY ALL
-    """
     fast = frame(con, "SELECT * FROM position_accuracy")
-    assert_frame_equal(fast, frame(con, plain))
+    assert_frame_equal(fast, frame(con, PLAIN_POSITION_ACCURACY))
     assert fast.filter(pl.col("filler").is_null()).height == 3  # a NULL axis is a config
     # Only the picked answers' needles: c1 in two epochs, c2, c3 (stars) and c6.
     assert fast["total_records"].sum() == 5 * 3

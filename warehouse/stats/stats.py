@@ -65,7 +65,8 @@ def needle_rates(
 
     ``whole``: ``source`` holds every row of ``results`` (the default for ``results``), so the
     counts are read from the needle tallies instead of joining every needle row."""
-    if whole if whole is not None else source == "results":
+    tallied = source == "results" if whole is None else whole
+    if tallied:
         counts = tallied_counts_sql(
             AXES,
             {

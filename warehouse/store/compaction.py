@@ -128,7 +128,7 @@ def use_snapshot(
         con.execute(f"SET VARIABLE {files_variable(table)} = ?", [files])
 
 
-def _sql_text(value: str) -> str:
+def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -144,12 +144,12 @@ def table_sql(table: str, *, live_from: tuple[Path, Snapshot] | None = None) -> 
     parquet, snap = live_from
     compacted = [f for f in snap.files.get(table, []) if not f.is_relative_to(parquet)]
     sources = [(parquet / table / "**" / "*.parquet").as_posix(), *map(Path.as_posix, compacted)]
-    listed = ", ".join(map(_sql_text, sources))
+    listed = ", ".join(map(sql_text, sources))
     excluded = snap.superseded.get(table, [])
     if not excluded:
         return f"(SELECT * FROM read_parquet([{listed}], union_by_name = true))"
     # A constant filter on `filename` prunes files before their rows are read.
-    names = ", ".join(_sql_text(p.as_posix()) for p in excluded)
+    names = ", ".join(sql_text(p.as_posix()) for p in excluded)
     return (
         f"(SELECT * EXCLUDE (filename) FROM read_parquet([{listed}], union_by_name = true, "
         f"filename = true) WHERE filename NOT IN ({names}))"
@@ -241,9 +241,9 @@ def compact(
         report = CompactionReport(ran=True, tables=[TableCompaction(t) for t in tables])
         by_table = {t.table: t for t in report.tables}
         _drop_expired(root, grace_s, by_table)
-        if roll_up is not None:
-            roll_up(snapshot(root))
         snap = snapshot(root)
+        if roll_up is not None:
+            roll_up(snap)
         for table in tables:
             _compact_table(root, table, snap, min_files, max_compacted, by_table[table])
         if roll_up is not None and report.files_merged:

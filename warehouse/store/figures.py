@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from needlescope import validity as _validity
+from needlescope.warehouse.store.rollups import MEASURES
 
 # An answer that measures recall; accuracy figures are computed over these only.
 COUNTED = f"validity IN ({', '.join(repr(v) for v in sorted(_validity.COUNTED))})"
@@ -161,7 +162,6 @@ FROM counted c JOIN configs g USING (config_id)
 """
 
 
-TALLY_MEASURES = ("needles", "in_lcs", "correct", "missing", "misorder")
 # The axes `results` takes from the answer; the others come from its cell.
 _ANSWER_AXES = frozenset({"probe", "model"})
 
@@ -183,7 +183,7 @@ def tallied_counts_sql(
     )
     where = f"WHERE t.{COUNTED}" if counted_only else ""
     figures = ",\n       ".join(f"{expr} AS {name}" for name, expr in counts.items())
-    sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in TALLY_MEASURES)
+    sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in MEASURES)
     return f"""
 WITH summed AS (
     SELECT {picked}, t.needle_index, {sums}

@@ -36,6 +36,7 @@ from needlescope.warehouse.store.compaction import (
     Manifest,
     Snapshot,
     manifests,
+    sql_text,
     table_sql,
 )
 from needlescope.warehouse.store.schema import TABLES
@@ -203,12 +204,8 @@ def pending_sql(keys: list[tuple[str, str, str]]) -> str:
     if not keys:
         columns = ", ".join(f"NULL::VARCHAR AS {c}" for c in ("run_id", "epoch", "cell_id"))
         return f"(SELECT {columns} WHERE false)"
-    rows = ", ".join("(" + ", ".join(_text(v) for v in key) + ")" for key in keys)
+    rows = ", ".join("(" + ", ".join(sql_text(v) for v in key) + ")" for key in keys)
     return f"(SELECT * FROM (VALUES {rows}) AS p(run_id, epoch, cell_id))"
-
-
-def _text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _empty(schema: pa.Schema) -> str:
