@@ -50,6 +50,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.compaction import COMPACTED, ROW_GROUP_ROWS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.store import Warehouse, slug
@@ -581,7 +582,8 @@ with compaction.exclusive(root):
     rebuild = sys.argv[2:] == ["rebuild"]
     done = rollups_update.update(root, compaction.snapshot(root), rebuild=rebuild)
 print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attempts,
-                  "tally_rows": done.tally_rows, "rebuilt": done.rebuilt,
+                  "tally_rows": done.tally_rows, "answer_rows": done.answer_rows,
+                  "rebuilt": done.rebuilt,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -593,6 +595,8 @@ def build_rollups(root: Path, counts: dict[str, Any]) -> None:
     counts["rollups_s"] = child.data["seconds"]
     counts["rollups_rss_mb"] = child.data["peak_rss_mb"]
     counts["rollups_tally_rows"] = child.data["tally_rows"]
+    counts["rollups_answer_rows"] = child.data["answer_rows"]
+    counts["rollups_format"] = rollups.FORMAT
 
 
 def nightly(root: Path, counts: dict[str, Any], repeat: int) -> None:
@@ -856,7 +860,7 @@ def main() -> int:
         counts["epochs"] = args.epochs
         stamp.write_text(json.dumps(counts))
     counts = json.loads(stamp.read_text())
-    if args.layout == "year" and "rollups_s" not in counts:
+    if args.layout == "year" and counts.get("rollups_format") != rollups.FORMAT:
         print("deriving the rollups from the raw tables ...", flush=True)
         build_rollups(root, counts)
         stamp.write_text(json.dumps(counts))
@@ -871,7 +875,8 @@ def main() -> int:
     if "rollups_s" in counts:
         print(
             f"rollups derived from the raw tables in {counts['rollups_s']:.0f} s (peak RSS "
-            f"{counts['rollups_rss_mb']:,.0f} MiB): {counts['rollups_tally_rows']:,} tally rows"
+            f"{counts['rollups_rss_mb']:,.0f} MiB): {counts['rollups_tally_rows']:,} needle "
+            f"tally rows, {counts.get('rollups_answer_rows', 0):,} answer tally rows"
         )
     if "compact_s" in counts:
         print(

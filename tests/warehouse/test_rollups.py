@@ -1,4 +1,4 @@
-"""The needle tallies (rollups.py) give what the raw needle rows give, in every state a
+"""The needle and answer tallies (rollups.py) give what the raw needle rows give, in every state a
 warehouse passes through: no rollup yet, everything covered, fresh files appended since (an
 attempt displacing a covered pick among them), needle rows written before their answer, merged
 files (covered, and covered mixed with fresh), a rebuild, and a generation the files no longer
@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from needlescope.flows.cli import app
 from needlescope.warehouse.stats import stats
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
+from tests.warehouse.test_answer_tallies import check_answer_figures
 from tests.warehouse.test_view_fast_paths import (
     PLAIN_POSITION_ACCURACY,
     answer,
@@ -41,6 +42,7 @@ def check(store: Warehouse) -> rollups.Split:
         raw = stats.needle_rates(con, whole=False)
         assert_frame_equal(rates.sort(pl.all()), raw.sort(pl.all()))
         assert fast.height > 0
+        check_answer_figures(con)
     finally:
         con.close()
     return parts

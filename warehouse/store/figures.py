@@ -63,6 +63,24 @@ def quoted(axes: Sequence[str]) -> str:
     return ", ".join(f'"{axis}"' for axis in axes)
 
 
+# How many answers of a group each count holds: recall_stats' counts (valid answers only, but
+# for errors) and the seed's (accuracy_by_length: every answer as the seed counted it).
+RECALL_COUNTS = {
+    "answers": f"error_kind IS NULL AND {COUNTED} AND parse_ok IS NOT NULL",
+    "parse_failures": f"error_kind IS NULL AND {COUNTED} AND NOT parse_ok",
+    "graded": PARSED,
+    "errors": "error_kind IS NOT NULL",
+}
+SEED_COUNTS = {
+    "answers": "error_kind IS NULL AND parse_ok IS NOT NULL",
+    "parse_failures": "error_kind IS NULL AND NOT parse_ok",
+    "graded": "error_kind IS NULL AND accuracy IS NOT NULL",
+    "errors": "error_kind IS NOT NULL",
+}
+# The answers the latency figure is over: every graded answer.
+LATENCY = "error_kind IS NULL"
+
+
 def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     """Answers, parse failures and accuracy figures of ``source`` grouped by ``axes``.
 
@@ -75,27 +93,32 @@ def summary_sql(axes: Sequence[str], source: str = "results") -> str:
     """
     cols = quoted(axes)
     parsed = PARSED
+    counts = ",\n           ".join(
+        f"count(*) FILTER (WHERE {rule}) AS {name}" for name, rule in RECALL_COUNTS.items()
+    )
     return f"""
 WITH per_group AS (
     SELECT {cols},
            count(DISTINCT epoch) AS epochs,
            count(DISTINCT "repeat") AS repeats,
-           count(*) FILTER (WHERE error_kind IS NULL AND {COUNTED} AND parse_ok IS NOT NULL)
-               AS answers,
-           count(*) FILTER (WHERE error_kind IS NULL AND {COUNTED} AND NOT parse_ok)
-               AS parse_failures,
-           count(*) FILTER (WHERE {parsed}) AS graded,
-           count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
+           {counts},
            {INVALID_FIGURES},
            avg(accuracy) FILTER (WHERE {parsed}) AS mean_accuracy,
            median(accuracy) FILTER (WHERE {parsed}) AS median_accuracy,
            min(accuracy) FILTER (WHERE {parsed}) AS min_accuracy,
            max(accuracy) FILTER (WHERE {parsed}) AS max_accuracy,
            stddev_samp(accuracy) FILTER (WHERE {parsed}) AS sd_accuracy,
-           avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s
+           avg(latency_s) FILTER (WHERE {LATENCY}) AS mean_latency_s
     FROM {source}
     GROUP BY {cols}
-), with_interval AS (
+){summary_figures(axes)}"""
+
+
+def summary_figures(axes: Sequence[str]) -> str:
+    """The rest of :func:`summary_sql` after its ``per_group`` (counts and accuracy figures per
+    group): the interval, the range and the ``unstable`` flag."""
+    cols = quoted(axes)
+    return f""", with_interval AS (
     SELECT *,
            -- Student t interval of the mean: t(0.975, graded - 1) * sd / sqrt(graded)
            {_t975("(graded - 1)")}
@@ -166,14 +189,11 @@ FROM counted c JOIN configs g USING (config_id)
 _ANSWER_AXES = frozenset({"probe", "model"})
 
 
-def tallied_counts_sql(
-    axes: Sequence[str], counts: Mapping[str, str], *, counted_only: bool = True
-) -> str:
-    """The figures :func:`needle_counts_sql` computes over ``results``, per ``axes`` × needle
-    index, from ``needle_tallies`` (rollups.py: per cell and needle index, kept up to date):
-    thousands of rows instead of every needle row. ``counts``: name → an expression over the
-    tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``."""
-    picked = ", ".join(
+def result_axes(axes: Sequence[str]) -> str:
+    """``axes`` as `results` has them, selected from a tally ``t`` joined with its cell ``c``:
+    probe and model from the answer, the region with a needle case's depth, the rest from the
+    cell."""
+    return ", ".join(
         f't."{a}"'
         if a in _ANSWER_AXES
         else "result_region(c.region, c.depth) AS region"
@@ -181,6 +201,16 @@ def tallied_counts_sql(
         else f'c."{a}"'
         for a in axes
     )
+
+
+def tallied_counts_sql(
+    axes: Sequence[str], counts: Mapping[str, str], *, counted_only: bool = True
+) -> str:
+    """The figures :func:`needle_counts_sql` computes over ``results``, per ``axes`` × needle
+    index, from ``needle_tallies`` (rollups.py: per cell and needle index, kept up to date):
+    thousands of rows instead of every needle row. ``counts``: name → an expression over the
+    tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``."""
+    picked = result_axes(axes)
     where = f"WHERE t.{COUNTED}" if counted_only else ""
     figures = ",\n       ".join(f"{expr} AS {name}" for name, expr in counts.items())
     sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in MEASURES)
@@ -221,13 +251,4 @@ POSITION_ACCURACY_VIEW = f"""
 -- from the needle tallies.
 CREATE OR REPLACE VIEW position_accuracy AS
 {_POSITION_ACCURACY_SQL};
-"""
-
-RECALL_STATS_VIEW = f"""
--- Per recall cell config (model × length × needle count × filler × prompt × placement ×
--- region): counts, accuracy figures over valid parsed answers (the invalid ones counted apart
--- in `invalid`, `invalid_why` saying why), the spread of its repeats and an `unstable` flag
--- (SET VARIABLE {UNSTABLE_VARIABLE} = 20; to change the threshold).
-CREATE OR REPLACE VIEW recall_stats AS
-{summary_sql(AXES).strip()};
 """

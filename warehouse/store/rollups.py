@@ -1,10 +1,14 @@
-"""Rollups: per-needle counts kept up to date, so position accuracy reads thousands of rows, not
-hundreds of millions.
+"""Rollups: per-needle and per-answer counts kept up to date, so position accuracy,
+accuracy_by_length and recall_stats read thousands of rows, not hundreds of millions.
 
 ``needle_tallies`` holds, per (cell, probe, model, needle index, validity), how many needle rows
 of the answers ``results`` picks there are, and how many were in the LCS, correct, missing or
-misordered. Which attempt ``results`` picks for an (epoch, cell) depends on every attempt of it,
-so the tallies come with ``attempts``: one narrow row per attempt (the pick's ordering key).
+misordered. ``answer_tallies`` holds, per (cell, probe, model, validity, graded, parse_ok,
+accuracy), how many answers ``results`` picks and their latencies' sum; ``tally_epochs`` the
+(epoch, config) pairs ``results`` has rows for (recall_stats' ``epochs``). Which attempt
+``results`` picks for an (epoch, cell) depends on every attempt of it, so the tallies come with
+``attempts``: one narrow row per attempt (the pick's ordering key and what the answer tallies
+count).
 
 Derived data, never a second source of truth. A *generation* (``rollups/gen-<id>.json``) names
 its data files (``rollups/data/``: immutable, written once) and the files of ``answers`` and
@@ -42,7 +46,9 @@ from needlescope.warehouse.store.compaction import (
 from needlescope.warehouse.store.schema import TABLES
 
 ROLLUPS = "rollups"
-FORMAT = 1  # a generation of another format is ignored (and replaced by the next compaction)
+# A generation of another format is ignored (and replaced by the next compaction). 2: the
+# answer tallies and result epochs (accuracy_by_length, recall_stats) joined the needle tallies.
+FORMAT = 2
 CURRENT = "current.json"
 DATA = "data"
 COVERED_TABLES = ("answers", "needle_outcomes")
@@ -58,6 +64,9 @@ ATTEMPTS = pa.schema(
         ("answered_at", pa.timestamp("us", tz="UTC")),
         ("graded", pa.bool_()),
         ("validity", pa.string()),
+        ("parse_ok", pa.bool_()),
+        ("accuracy", pa.float64()),  # as `results` has it (tallies.sql: result_accuracy)
+        ("latency_s", pa.float64()),
     ]
 )
 TALLIES = pa.schema(
@@ -75,6 +84,38 @@ TALLIES = pa.schema(
     ]
 )
 MEASURES = ("needles", "in_lcs", "correct", "missing", "misorder")
+ANSWER_TALLIES = pa.schema(
+    [
+        ("cell_id", pa.string()),
+        ("probe", pa.string()),
+        ("model", pa.string()),
+        ("validity", pa.string()),
+        ("graded", pa.bool_()),
+        ("parse_ok", pa.bool_()),
+        ("accuracy", pa.float64()),
+        ("answers", pa.int64()),
+        ("latencies", pa.int64()),  # answers with a latency, and the sum of their latencies
+        ("latency_sum", pa.float64()),
+    ]
+)
+ANSWER_MEASURES = ("answers", "latencies", "latency_sum")
+# The (epoch, config) pairs of `results`: a config's axes (figures.AXES), or its cell id when
+# the cell was not written when the pair was counted (then the axes are NULL).
+EPOCHS = pa.schema(
+    [
+        ("epoch", pa.string()),
+        ("probe", pa.string()),
+        ("model", pa.string()),
+        ("length_unit", pa.string()),
+        ("length", pa.int64()),
+        ("needle_count", pa.int64()),
+        ("filler", pa.string()),
+        ("prompt_version", pa.string()),
+        ("placement", pa.string()),
+        ("region", pa.string()),
+        ("cell_id", pa.string()),
+    ]
+)
 
 
 def rollups_root(root: Path) -> Path:
@@ -86,6 +127,8 @@ class Generation:
     path: Path
     attempts: tuple[Path, ...]
     tallies: tuple[Path, ...]
+    answers: tuple[Path, ...]
+    epochs: tuple[Path, ...]
     covered: Mapping[str, frozenset[Path]]
     # attempts with needle rows in covered files but no answer when they were covered (a
     # batch being written, or a crash's leftovers): if their answer comes, those rows count
@@ -93,7 +136,7 @@ class Generation:
 
     @property
     def files(self) -> set[Path]:
-        return {*self.attempts, *self.tallies}
+        return {*self.attempts, *self.tallies, *self.answers, *self.epochs}
 
 
 @dataclass
@@ -103,6 +146,8 @@ class Split:
 
     attempts: list[Path] = field(default_factory=list)
     tallies: list[Path] = field(default_factory=list)
+    answers: list[Path] = field(default_factory=list)
+    epochs: list[Path] = field(default_factory=list)
     covered: dict[str, list[Path]] = field(default_factory=dict)
     fresh: dict[str, list[Path]] = field(default_factory=dict)
     pending: list[tuple[str, str, str]] = field(default_factory=list)
@@ -123,6 +168,8 @@ def current(root: Path) -> Generation | None:
         path=folder / name,
         attempts=tuple(root / p for p in body["attempts"]),
         tallies=tuple(root / p for p in body["tallies"]),
+        answers=tuple(root / p for p in body["answers"]),
+        epochs=tuple(root / p for p in body["epochs"]),
         covered={
             t: frozenset(root / p for p in body["covered"].get(t, [])) for t in COVERED_TABLES
         },
@@ -141,7 +188,12 @@ def split(root: Path, snap: Snapshot, gen: Generation | None) -> Split:
         return whole
     merged_from = {m.merged: m for m in manifests(root)}
     parts = Split(
-        attempts=list(gen.attempts), tallies=list(gen.tallies), pending=list(gen.pending), used=True
+        attempts=list(gen.attempts),
+        tallies=list(gen.tallies),
+        answers=list(gen.answers),
+        epochs=list(gen.epochs),
+        pending=list(gen.pending),
+        used=True,
     )
     for table in COVERED_TABLES:
         covered, fresh, seen = _covered(snap.files.get(table, []), gen.covered[table], merged_from)
@@ -220,6 +272,8 @@ def _sql_type(kind: pa.DataType) -> str:
         return "BIGINT"
     if pa.types.is_boolean(kind):
         return "BOOLEAN"
+    if pa.types.is_float64(kind):
+        return "DOUBLE"
     if pa.types.is_timestamp(kind):
         return "TIMESTAMPTZ"
     raise TypeError(kind)
@@ -236,6 +290,8 @@ def tallies_sql(
     reads = {
         "rollup:attempts": (parts.attempts, ATTEMPTS),
         "rollup:tallies": (parts.tallies, TALLIES),
+        "rollup:answers": (parts.answers, ANSWER_TALLIES),
+        "rollup:epochs": (parts.epochs, EPOCHS),
         "covered:needle_outcomes": (parts.covered["needle_outcomes"], TABLES["needle_outcomes"]),
         "fresh:answers": (parts.fresh["answers"], TABLES["answers"]),
         "fresh:needle_outcomes": (parts.fresh["needle_outcomes"], TABLES["needle_outcomes"]),

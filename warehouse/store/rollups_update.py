@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from needlescope.warehouse.store import compaction
+from needlescope.warehouse.store import compaction, views
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
     CompactionReport,
@@ -25,10 +25,13 @@ from needlescope.warehouse.store.compaction import (
     _replace_text,
 )
 from needlescope.warehouse.store.rollups import (
+    ANSWER_MEASURES,
+    ANSWER_TALLIES,
     ATTEMPTS,
     COVERED_TABLES,
     CURRENT,
     DATA,
+    EPOCHS,
     FORMAT,
     MAX_DELTAS,
     MEASURES,
@@ -47,6 +50,7 @@ class RollupReport:
     fresh_files: int = 0
     attempts: int = 0
     tally_rows: int = 0
+    answer_rows: int = 0
     merged: bool = False
     rebuilt: bool = False
     seconds: float = 0.0
@@ -68,29 +72,69 @@ def update(
     report.fresh_files = sum(
         1 for t in COVERED_TABLES for p in parts.fresh[t] if p.name != EMPTY_FILE
     )
-    attempts, tallies, pending = list(parts.attempts), list(parts.tallies), list(parts.pending)
+    files = {
+        "attempts": list(parts.attempts),
+        "tallies": list(parts.tallies),
+        "answers": list(parts.answers),
+        "epochs": list(parts.epochs),
+    }
+    pending = list(parts.pending)
     if report.fresh_files or not parts.used:
-        new_attempts, delta, pending = _count_fresh(parts)
-        report.attempts, report.tally_rows = new_attempts.num_rows, delta.num_rows
-        if new_attempts.num_rows:
-            attempts.append(_write(folder, "attempts", new_attempts.cast(ATTEMPTS)))
-        if delta.num_rows:
-            tallies.append(_write(folder, "tallies", delta.cast(TALLIES)))
-    if len(tallies) > MAX_DELTAS or len(attempts) > MAX_DELTAS:
-        attempts, tallies = _merge_deltas(folder, attempts, tallies)
+        fresh = _count_fresh(root, snap, parts)
+        pending = fresh.pending
+        report.attempts, report.tally_rows = fresh.attempts.num_rows, fresh.tallies.num_rows
+        report.answer_rows = fresh.answers.num_rows
+        for kind, data in fresh.data().items():
+            if data.num_rows:
+                files[kind].append(_write(folder, kind, data.cast(SCHEMAS[kind])))
+    if any(len(paths) > MAX_DELTAS for paths in files.values()):
+        files = _merge_deltas(folder, files)
         report.merged = True
-    gen = _write_generation(root, parts, attempts, tallies, pending)
-    _drop_old(root, gen, {*attempts, *tallies}, grace_s)
+    gen = _write_generation(root, parts, files, pending)
+    _drop_old(root, gen, {p for paths in files.values() for p in paths}, grace_s)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _count_fresh(parts: Split) -> tuple[pa.Table, pa.Table, list[tuple[str, str, str]]]:
-    """The fresh files' attempts the rollup does not hold yet, their tally delta, and the
-    attempts still pending."""
+SCHEMAS = {"attempts": ATTEMPTS, "tallies": TALLIES, "answers": ANSWER_TALLIES, "epochs": EPOCHS}
+
+
+@dataclass
+class Fresh:
+    """What the fresh files add: their attempts the rollup does not hold yet, the needle and
+    answer tally deltas, the new (epoch, config) pairs, and the attempts still pending."""
+
+    attempts: pa.Table
+    tallies: pa.Table
+    answers: pa.Table
+    epochs: pa.Table
+    pending: list[tuple[str, str, str]]
+
+    def data(self) -> dict[str, pa.Table]:
+        return {
+            "attempts": self.attempts,
+            "tallies": self.tallies,
+            "answers": self.answers,
+            "epochs": self.epochs,
+        }
+
+
+# A new (epoch, cell) pair keyed by its config's axes (as `results` has them), or by its cell
+# id while its cell is not in the snapshot.
+_NEW_EPOCHS = """
+SELECT DISTINCT e.epoch, e.probe, e.model, c.length_unit, c.length, c.needle_count, c.filler,
+       c.prompt_version, c.placement, result_region(c.region, c.depth) AS region,
+       CASE WHEN c.cell_id IS NULL THEN e.cell_id END AS cell_id
+FROM new_epochs e LEFT JOIN cells c ON c.cell_id = e.cell_id
+"""
+
+
+def _count_fresh(root: Path, snap: Snapshot, parts: Split) -> Fresh:
     con = duckdb.connect()
     try:
+        compaction.use_snapshot(con, snap)
         use_split(con, parts)
+        con.execute(views.views_sql())
         attempts = con.sql(
             """
             SELECT * FROM fresh_attempts f WHERE NOT EXISTS (
@@ -100,18 +144,19 @@ def _count_fresh(parts: Split) -> tuple[pa.Table, pa.Table, list[tuple[str, str,
             )
             """
         ).to_arrow_table()
-        delta = con.sql("SELECT * FROM tally_delta").to_arrow_table()
-        return attempts, delta, _still_pending(con, list(parts.pending))
+        return Fresh(
+            attempts=attempts,
+            tallies=con.sql("SELECT * FROM tally_delta").to_arrow_table(),
+            answers=con.sql("SELECT * FROM answer_delta WHERE answers <> 0").to_arrow_table(),
+            epochs=con.sql(_NEW_EPOCHS).to_arrow_table(),
+            pending=_still_pending(con, list(parts.pending)),
+        )
     finally:
         con.close()
 
 
 def _write_generation(
-    root: Path,
-    parts: Split,
-    attempts: list[Path],
-    tallies: list[Path],
-    pending: list[tuple[str, str, str]],
+    root: Path, parts: Split, files: dict[str, list[Path]], pending: list[tuple[str, str, str]]
 ) -> Path:
     """The new generation, covering every file of the snapshot, made current."""
     folder = rollups_root(root)
@@ -126,8 +171,7 @@ def _write_generation(
     name = f"gen-{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
     body = {
         "format": FORMAT,
-        "attempts": [p.relative_to(root).as_posix() for p in attempts],
-        "tallies": [p.relative_to(root).as_posix() for p in tallies],
+        **{kind: [p.relative_to(root).as_posix() for p in paths] for kind, paths in files.items()},
         "covered": covered,
         "pending": [list(key) for key in pending],
     }
@@ -172,33 +216,43 @@ def _write(folder: Path, kind: str, data: pa.Table) -> Path:
     return target
 
 
-def _merge_deltas(
-    folder: Path, attempts: list[Path], tallies: list[Path]
-) -> tuple[list[Path], list[Path]]:
-    """The deltas as one attempts file and one tallies file (counts summed by key)."""
+def _merge_deltas(folder: Path, files: dict[str, list[Path]]) -> dict[str, list[Path]]:
+    """Each kind's deltas as one file: tallies summed by key (rows that sum to nothing
+    dropped), attempts and epochs as they are (epochs once each)."""
+    merging = {
+        "tallies": _summed(TALLIES, MEASURES, "needles"),
+        "answers": _summed(ANSWER_TALLIES, ANSWER_MEASURES, "answers"),
+        "attempts": "SELECT * FROM read_parquet($files) ORDER BY epoch, cell_id",
+        "epochs": "SELECT DISTINCT * FROM read_parquet($files) ORDER BY ALL",
+    }
     con = duckdb.connect()
     try:
-        keys = ", ".join(f'"{f.name}"' for f in TALLIES if f.name not in MEASURES)
-        sums = ", ".join(f'sum("{m}")::BIGINT AS "{m}"' for m in MEASURES)
-        nonzero = " OR ".join(f'sum("{m}") <> 0' for m in MEASURES)
-        out_tallies: list[Path] = []
-        if tallies:
-            merged = con.sql(
-                f"SELECT {keys}, {sums} FROM read_parquet($files) GROUP BY ALL HAVING {nonzero}"
-                f" ORDER BY {keys}",
-                params={"files": [p.as_posix() for p in tallies]},
-            ).to_arrow_table()
-            out_tallies = [_write(folder, "tallies", merged.cast(TALLIES))]
-        out_attempts: list[Path] = []
-        if attempts:
+        merged: dict[str, list[Path]] = {}
+        for kind, paths in files.items():
+            if len(paths) <= 1:
+                merged[kind] = list(paths)
+                continue
             rows = con.sql(
-                "SELECT * FROM read_parquet($files) ORDER BY epoch, cell_id",
-                params={"files": [p.as_posix() for p in attempts]},
+                merging[kind], params={"files": [p.as_posix() for p in paths]}
             ).to_arrow_table()
-            out_attempts = [_write(folder, "attempts", rows.cast(ATTEMPTS))]
+            merged[kind] = [_write(folder, kind, rows.cast(SCHEMAS[kind]))]
     finally:
         con.close()
-    return out_attempts, out_tallies
+    return merged
+
+
+def _summed(schema: pa.Schema, measures: tuple[str, ...], count: str) -> str:
+    keys = ", ".join(f'"{f.name}"' for f in schema if f.name not in measures)
+    sums = ", ".join(
+        f'sum("{m}")::{"DOUBLE" if schema.field(m).type == pa.float64() else "BIGINT"} AS "{m}"'
+        for m in measures
+    )
+    # a needle tally with no needles left has nothing else left either; an answer tally's
+    # latency sum may keep a rounding residue when its answers cancel out
+    return (
+        f"SELECT {keys}, {sums} FROM read_parquet($files, union_by_name = true)"
+        f' GROUP BY ALL HAVING sum("{count}") <> 0 ORDER BY {keys}'
+    )
 
 
 def _drop_old(root: Path, keep_gen: Path, keep_files: set[Path], grace_s: float) -> None:
@@ -225,7 +279,7 @@ def _drop_old(root: Path, keep_gen: Path, keep_files: set[Path], grace_s: float)
             body = json.loads(gen.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        named |= {root / p for p in (*body.get("attempts", []), *body.get("tallies", []))}
+        named |= {root / p for kind in SCHEMAS for p in body.get(kind, [])}
     for path in (folder / DATA).glob("*.parquet"):
         if path not in named:
             path.unlink(missing_ok=True)

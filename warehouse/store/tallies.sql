@@ -1,12 +1,20 @@
--- Per-needle counts of the answers `results` picks (see rollups.py): the rollup's tallies of
--- the files its generation covers, plus the effect of the fresh files (appended since) —
--- their new picks' needle rows added, and the rows of any covered pick they displace taken
--- away. Without a usable generation every file is fresh: the same counts, from the raw rows.
+-- Per-needle and per-answer counts of the answers `results` picks (see rollups.py): the
+-- rollup's tallies of the files its generation covers, plus the effect of the fresh files
+-- (appended since) — their new picks added, and any covered pick they displace taken away.
+-- Without a usable generation every file is fresh: the same counts, from the raw rows.
 -- rollups.py fills its placeholders per connection (views_sql does not read this file).
+
+-- A result's accuracy (`results` reads it through this macro too): counting_stars scores a
+-- reply with no list 0 (every star missed); its answers graded before that rule (issue 13)
+-- were stored without an accuracy.
+CREATE OR REPLACE MACRO result_accuracy(probe, error_kind, parse_ok, accuracy) AS
+    CASE WHEN probe = 'counting_stars' AND error_kind IS NULL AND NOT parse_ok
+         THEN coalesce(accuracy, 0.0) ELSE accuracy END;
 
 CREATE OR REPLACE VIEW fresh_attempts AS
 SELECT run_id, epoch, cell_id, probe, model, answered_at, error_kind IS NULL AS graded,
-       coalesce(validity, CASE WHEN error_kind IS NULL THEN 'unknown' END) AS validity
+       coalesce(validity, CASE WHEN error_kind IS NULL THEN 'unknown' END) AS validity,
+       parse_ok, result_accuracy(probe, error_kind, parse_ok, accuracy) AS accuracy, latency_s
 FROM {fresh:answers};
 
 CREATE OR REPLACE VIEW fresh_needle_rows AS
@@ -17,7 +25,9 @@ CREATE OR REPLACE VIEW tally_attempts AS
 SELECT * FROM {rollup:attempts};
 
 -- Which attempt of an (epoch, cell) counts: `results`' rule (views.sql), on these columns.
-CREATE OR REPLACE VIEW tally_delta AS
+-- One row per (epoch, cell) whose pick the fresh files change: the new pick, and the covered
+-- pick it displaces (old_run NULL: the (epoch, cell) is new).
+CREATE OR REPLACE VIEW pick_changes AS
 WITH fresh AS MATERIALIZED (
     SELECT * FROM fresh_attempts
 ), touched AS MATERIALIZED (
@@ -31,18 +41,25 @@ WITH fresh AS MATERIALIZED (
         PARTITION BY epoch, cell_id ORDER BY graded DESC, answered_at DESC, run_id DESC
     ) = 1
 ), new_pick AS MATERIALIZED (
-    SELECT * FROM (SELECT * FROM old UNION ALL SELECT * FROM fresh)
+    SELECT * FROM (SELECT * FROM old UNION ALL BY NAME SELECT * FROM fresh)
     QUALIFY row_number() OVER (
         PARTITION BY epoch, cell_id ORDER BY graded DESC, answered_at DESC, run_id DESC
     ) = 1
-), changed AS MATERIALIZED (
-    SELECT n.epoch, n.cell_id,
-           n.run_id AS new_run, n.graded AS new_graded, n.probe AS new_probe,
-           n.model AS new_model, n.validity AS new_validity,
-           o.run_id AS old_run, o.graded AS old_graded, o.probe AS old_probe,
-           o.model AS old_model, o.validity AS old_validity
-    FROM new_pick n LEFT JOIN old_pick o USING (epoch, cell_id)
-    WHERE o.run_id IS NULL OR o.run_id <> n.run_id OR o.answered_at <> n.answered_at
+)
+SELECT n.epoch, n.cell_id,
+       n.run_id AS new_run, n.graded AS new_graded, n.probe AS new_probe,
+       n.model AS new_model, n.validity AS new_validity, n.parse_ok AS new_parse_ok,
+       n.accuracy AS new_accuracy, n.latency_s AS new_latency_s,
+       o.run_id AS old_run, o.graded AS old_graded, o.probe AS old_probe,
+       o.model AS old_model, o.validity AS old_validity, o.parse_ok AS old_parse_ok,
+       o.accuracy AS old_accuracy, o.latency_s AS old_latency_s
+FROM new_pick n LEFT JOIN old_pick o USING (epoch, cell_id)
+WHERE o.run_id IS NULL OR o.run_id <> n.run_id OR o.answered_at <> n.answered_at;
+
+-- The needle rows of the changed picks, signed: what they add to the covered tallies.
+CREATE OR REPLACE VIEW tally_delta AS
+WITH changed AS MATERIALIZED (
+    SELECT * FROM pick_changes
 ), added AS MATERIALIZED (
     SELECT epoch, cell_id, new_run AS run_id, new_probe AS probe, new_model AS model,
            new_validity AS validity
@@ -91,3 +108,48 @@ SELECT cell_id, probe, model, needle_index, validity,
 FROM (SELECT * FROM {rollup:tallies} UNION ALL SELECT * FROM tally_delta)
 GROUP BY ALL
 HAVING sum(needles) <> 0;
+
+-- Per (cell, probe, model, validity, graded, parse_ok, accuracy) over the answers in
+-- `results`: how many (`answers`), and the sum and count of their latencies. What
+-- accuracy_by_length and recall_stats read (figures.py): an accuracy value is a key, so the
+-- median is exact.
+CREATE OR REPLACE VIEW tally_answers AS
+SELECT * FROM {rollup:answers};
+
+CREATE OR REPLACE VIEW answer_delta AS
+WITH changed AS MATERIALIZED (
+    SELECT * FROM pick_changes
+), signed AS (
+    SELECT cell_id, new_probe AS probe, new_model AS model, new_validity AS validity,
+           new_graded AS graded, new_parse_ok AS parse_ok, new_accuracy AS accuracy,
+           new_latency_s AS latency_s, 1 AS sign
+    FROM changed
+    UNION ALL
+    SELECT cell_id, old_probe, old_model, old_validity, old_graded, old_parse_ok, old_accuracy,
+           old_latency_s, -1
+    FROM changed WHERE old_run IS NOT NULL
+)
+SELECT cell_id, probe, model, validity, graded, parse_ok, accuracy,
+       sum(sign)::BIGINT AS answers,
+       sum(CASE WHEN latency_s IS NOT NULL THEN sign ELSE 0 END)::BIGINT AS latencies,
+       coalesce(sum(sign * latency_s), 0.0)::DOUBLE AS latency_sum
+FROM signed
+GROUP BY ALL;
+
+CREATE OR REPLACE VIEW answer_tallies AS
+SELECT cell_id, probe, model, validity, graded, parse_ok, accuracy,
+       sum(answers)::BIGINT AS answers, sum(latencies)::BIGINT AS latencies,
+       sum(latency_sum)::DOUBLE AS latency_sum
+FROM (SELECT * FROM tally_answers UNION ALL BY NAME SELECT * FROM answer_delta)
+GROUP BY ALL
+HAVING sum(answers) <> 0;
+
+-- The (epoch, config) pairs `results` has a row for (recall_stats' `epochs`): the rollup's,
+-- with the config's axes (or its cell id, when its cell was not written yet at the time), and
+-- the (epoch, cell) pairs the fresh files add. figures.py joins the cell ids with `cells`.
+CREATE OR REPLACE VIEW tally_epochs AS
+SELECT * FROM {rollup:epochs};
+
+CREATE OR REPLACE VIEW new_epochs AS
+SELECT epoch, cell_id, new_probe AS probe, new_model AS model
+FROM pick_changes WHERE old_run IS NULL;

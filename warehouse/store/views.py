@@ -11,7 +11,12 @@ import duckdb
 
 from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.compaction import Snapshot, snapshot, table_sql, use_snapshot
-from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW, RECALL_STATS_VIEW
+from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW
+from needlescope.warehouse.store.figures_tallied import (
+    ACCURACY_BY_LENGTH_VIEW,
+    RECALL_STATS_VIEW,
+    RESULT_EPOCHS_VIEW,
+)
 from needlescope.warehouse.store.schema import TABLES
 
 
@@ -30,7 +35,9 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     ]
     text = "\n".join(folder.joinpath(name).read_text() for name in names)
 
-    text += POSITION_ACCURACY_VIEW + RECALL_STATS_VIEW
+    text += (
+        POSITION_ACCURACY_VIEW + RESULT_EPOCHS_VIEW + ACCURACY_BY_LENGTH_VIEW + RECALL_STATS_VIEW
+    )
     for table in TABLES:
         text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
     return text

@@ -70,10 +70,8 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        c.planned_tokens, a.prompt_tokens, a.completion_tokens, a.reasoning_tokens,
        a.finish_reason, c.needle_count, c."repeat", c.prompt_sha256, a.response,
        a.response_kept, a.parse_ok, a.parse_error,
-       -- counting_stars scores a reply with no list 0 (every star missed); its answers graded
-       -- before that rule (issue 13) were stored without an accuracy
-       CASE WHEN a.probe = 'counting_stars' AND a.error_kind IS NULL AND NOT a.parse_ok
-            THEN coalesce(a.accuracy, 0.0) ELSE a.accuracy END AS accuracy,
+       -- counting_stars' rule for a reply with no list (tallies.sql)
+       result_accuracy(a.probe, a.error_kind, a.parse_ok, a.accuracy) AS accuracy,
        a.edit_distance, a.correct,
        a.missing, a.extra, a.wrong, a.uncounted, a.latency_s, a.error_kind, a.error, a.attempts,
        a.answered_at, a.model_version, c.expected, a.answered, c.probe_params, c.facts,
@@ -97,34 +95,6 @@ FROM picked a JOIN cells c USING (cell_id);
 
 CREATE OR REPLACE VIEW failed_cells AS
 SELECT * FROM results WHERE error_kind IS NOT NULL;
-
--- Average accuracy by length and needle count: the seed's summary, with its counts.
--- The accuracy figures are over the answers that have an accuracy (`graded`). A recall parse
--- failure has none (the seed's rule: counted as an answer, excluded from the mean); a
--- counting_stars reply with no list scores 0 and stays in the mean (needlescope's rule). An
--- empty recall reply (parse_ok NULL) is neither, and an answer the seed's analysis could not
--- order (accuracy NULL, `uncounted` says why) is an answer but not graded.
--- Seed-exact: every answer counts as the seed counted it, whatever its validity (a truncated
--- reply that does not parse is a parse failure); `invalid` / `invalid_why` say how many of
--- them do not measure recall, and recall_stats gives the figures over valid answers only.
-CREATE OR REPLACE VIEW accuracy_by_length AS
-SELECT model, probe, length, length_unit, needle_count, filler, prompt_version,
-       count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers,
-       count(*) FILTER (WHERE error_kind IS NULL AND NOT parse_ok) AS parse_failures,
-       count(*) FILTER (WHERE error_kind IS NULL AND accuracy IS NOT NULL) AS graded,
-       count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors,
-       avg(accuracy) FILTER (WHERE error_kind IS NULL) AS mean_accuracy,
-       median(accuracy) FILTER (WHERE error_kind IS NULL) AS median_accuracy,
-       min(accuracy) FILTER (WHERE error_kind IS NULL) AS min_accuracy,
-       max(accuracy) FILTER (WHERE error_kind IS NULL) AS max_accuracy,
-       stddev_samp(accuracy) FILTER (WHERE error_kind IS NULL) AS sd_accuracy,
-       avg(latency_s) FILTER (WHERE error_kind IS NULL) AS mean_latency_s,
-       count(*) FILTER (WHERE validity NOT IN ('valid', 'unknown')) AS invalid,
-       array_to_string(list_transform(list_sort(map_entries(
-           histogram(validity) FILTER (WHERE validity NOT IN ('valid', 'unknown'))
-       )), lambda e: e.key || ' ' || e.value), ', ') AS invalid_why
-FROM results
-GROUP BY ALL;
 
 -- The per-needle tables as written (one row per needle, invented value or extra copy of every
 -- parsed answer, attempts that results did not pick included): the views below keep only the
