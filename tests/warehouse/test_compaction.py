@@ -17,6 +17,7 @@ from needlescope.flows.cli import app
 from needlescope.warehouse.store import Warehouse, compaction
 from needlescope.warehouse.store.compaction import compact
 from needlescope.warehouse.store.schema import TABLES
+from needlescope.warehouse.store.tiers import tiered
 from tests.support.synthetic_sweep import build_warehouse
 
 CHUNK = 2  # rows per appended file: many small files, as sweeps write them
@@ -311,3 +312,52 @@ def test_compact_command(one_file_per_table: Path, tmp_path: Path) -> None:
     assert observe_store(store) == before
     missing = runner.invoke(app, ["compact", "-w", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "no warehouse at" in missing.output
+
+
+# ----------------------------------------------------------------------------- tiered merges
+
+
+def sized(folder: Path, name: str, size: int) -> Path:
+    path = folder / name
+    with path.open("wb") as handle:
+        handle.truncate(size)  # sparse: only the size matters to the policy
+    return path
+
+
+def test_a_full_folder_merges_its_smallest_tier(tmp_path: Path) -> None:
+    big = sized(tmp_path, "big", 100_000)
+    nights = [sized(tmp_path, f"n{i}", 1_000 + i) for i in range(8)]
+    fresh = [sized(tmp_path, f"f{i}", 100) for i in range(3)]
+    (merge,) = tiered([big, *nights], fresh, 8)
+    assert set(merge) == {*nights, *fresh}  # the big file is left alone
+    # no tier with two files: the two smallest
+    lone = [sized(tmp_path, f"x{i}", 10 ** (i + 2)) for i in range(4)]
+    assert tiered(lone, [], 3) == [lone[:2]]
+    # at most one file: everything, fresh files included
+    assert [set(m) for m in tiered([big, *nights], fresh, 1)] == [{big, *nights, *fresh}]
+    # the fresh files always become a compacted file, merged with others or alone
+    merges = tiered([big, sized(tmp_path, "mid", 20_000)], fresh, 1)
+    assert any(set(fresh) <= set(m) for m in merges)
+
+
+def test_tiered_merges_rewrite_a_year_a_few_times(tmp_path: Path) -> None:
+    """365 nightly compactions of one folder (a night's rows: 1 MB): the bytes the merges
+    write stay a few times the data (every file merged again past 8 wrote ~23 times it), and
+    the folder never holds more than 8 files."""
+    night = 1_000_000
+    files: list[Path] = []
+    written = 0
+    for n in range(365):
+        fresh = [sized(tmp_path, f"fresh-{n}", night)]
+        merges = tiered(files, fresh, 8) if len(files) + 1 > 8 else [fresh]
+        for k, merge in enumerate(merges):
+            size = sum(p.stat().st_size for p in merge)
+            for p in merge:
+                if p in files:
+                    files.remove(p)
+                p.unlink()
+            files.append(sized(tmp_path, f"c-{n}-{k}", size))
+            written += size
+        assert len(files) <= 8
+    assert sum(p.stat().st_size for p in files) == 365 * night
+    assert written < 6 * 365 * night

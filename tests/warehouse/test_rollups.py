@@ -217,5 +217,6 @@ def test_the_views_file_counts_from_the_raw_rows(tmp_path: Path) -> None:
     try:
         fast = ordered(con, "SELECT * FROM position_accuracy")
         assert_frame_equal(fast, ordered(con, PLAIN_POSITION_ACCURACY))
+        assert check_answer_figures(con).height > 0
     finally:
         con.close()

@@ -38,13 +38,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from needlescope.warehouse.store.schema import TABLES
+from needlescope.warehouse.store.tiers import tiered
 
 COMPACTED = "compacted"
 MANIFESTS = "_manifests"
 EMPTY_FILE = "_empty.parquet"
 VIEWS_MARK = ".views_snapshot"  # when the views file's snapshot was taken (refresh_views_file)
 DEFAULT_MIN_FILES = 8  # a folder with fewer append files is left as it is
-DEFAULT_MAX_COMPACTED = 8  # past this many compacted files a folder's are merged again
+DEFAULT_MAX_COMPACTED = 8  # past this many compacted files a folder's smallest merge (tiered)
 DEFAULT_GRACE_S = 3600.0  # superseded files stay this long for readers that listed them
 ROW_GROUP_ROWS = 122_880  # DuckDB scans a file in parallel by row group
 
@@ -230,9 +231,9 @@ def compact(
     roll_up: Callable[[Snapshot], object] | None = None,
 ) -> CompactionReport:
     """Delete what expired, then merge every folder with at least ``min_files`` append files
-    (and every folder with more than ``max_compacted`` compacted files). ``roll_up`` (the
-    rollups' update) runs under the same lock before the merges and after them: the merged
-    files then hold only rows the rollups cover."""
+    (and the smallest files of every folder with more than ``max_compacted``: ``tiered``).
+    ``roll_up`` (the rollups' update) runs under the same lock before the merges and after
+    them: the merged files then hold only rows the rollups cover."""
     started = time.monotonic()
     root = root.resolve()
     with exclusive(root) as mine:
@@ -306,14 +307,15 @@ def _compact_table(
         merged = merged_by_folder.get(folder, [])
         adds = len(fresh) >= min_files
         if len(merged) + adds > max_compacted and len(merged) + len(fresh) > 1:
-            sources = merged + fresh
+            merges = tiered(merged, fresh if adds else [], max_compacted)
         elif adds:
-            sources = fresh
+            merges = [fresh]
         else:
             continue
-        tally.rows += _merge(root, table, folder, sources)
+        for sources in merges:
+            tally.rows += _merge(root, table, folder, sources)
+            tally.files_merged += len(sources)
         tally.folders += 1
-        tally.files_merged += len(sources)
 
 
 def _merge(root: Path, table: str, folder: Path, sources: Sequence[Path]) -> int:
