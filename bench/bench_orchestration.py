@@ -6,6 +6,8 @@ What differs is the orchestration: one Prefect task run per cell (retries, cache
 tracking in a real Prefect server), batched prompt-building, grading and persisting task
 runs, and the flow run itself.
 
+The server runs in a process of its own (server_process.py), as a real provider does.
+
 1. An instant server, 2,000 recall cells: ms per cell for both, and the difference.
 2. 1 s of server latency at concurrency 64: requests per second vs the ideal 64/s.
 """
@@ -170,8 +172,9 @@ def main() -> None:
         NS_BENCH_KEY="sk-bench",
     )
     (work / "prefect").mkdir()
+    from server_process import ServerProcess
+
     from needlescope.flows.local_server import running_prefect_server
-    from tests.support.openai_server import FakeOpenAIServer
     from tests.support.prefect_server import free_port
 
     with running_prefect_server(
@@ -182,12 +185,12 @@ def main() -> None:
         print(f"needlescope vs a bare aiohttp loop, {CELLS} recall cells, real Prefect server")
 
         parts = sys.argv[1:] or ["instant", "latency"]
-        with FakeOpenAIServer(perfect_answer, seed=1) as server:
+        with ServerProcess(perfect_answer, seed=1) as server:
             warm = work / "warm.yaml"
             warm.write_text(config_text(server.base_url, "warm", 16, 1))
             needlescope_sweep(warm, work / "wh-warm", "warm")  # imports, client, first flow run
         if "instant" in parts:
-            with FakeOpenAIServer(perfect_answer, seed=1) as server:
+            with ServerProcess(perfect_answer, seed=1) as server:
                 fast = work / "fast.yaml"
                 fast.write_text(config_text(server.base_url, "fast", 16, CELLS // 40))
                 bare_s, bare_n = asyncio.run(bare_loop(fast, work / "wh-bare"))
@@ -206,7 +209,7 @@ def main() -> None:
                 )
 
         if "latency" in parts:
-            with FakeOpenAIServer(perfect_answer, seed=2, delay_s=1.0) as slow_server:
+            with ServerProcess(perfect_answer, seed=2, delay_s=1.0) as slow_server:
                 slow = work / "slow.yaml"
                 slow.write_text(config_text(slow_server.base_url, "slow", 64, CELLS // 40))
                 slow_server.reset_counts()

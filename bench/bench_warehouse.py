@@ -860,7 +860,8 @@ def main() -> int:
         counts["epochs"] = args.epochs
         stamp.write_text(json.dumps(counts))
     counts = json.loads(stamp.read_text())
-    if args.layout == "year" and counts.get("rollups_format") != rollups.FORMAT:
+    # A sweep's compaction keeps the rollups; the sweep layout is the warehouse before it.
+    if args.layout != "sweep" and counts.get("rollups_format") != rollups.FORMAT:
         print("deriving the rollups from the raw tables ...", flush=True)
         build_rollups(root, counts)
         stamp.write_text(json.dumps(counts))
