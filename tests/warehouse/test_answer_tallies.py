@@ -11,11 +11,12 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
-from needlescope.warehouse.stats import stats
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
 from needlescope.warehouse.store.figures import AXES, summary_sql
+from needlescope.warehouse.store.figures_tallied import tallied_summary_sql
 from tests.warehouse.test_view_fast_paths import answer, cell
 
 # accuracy_by_length's plain definition: `results` grouped (the view before the tallies).
@@ -54,9 +55,9 @@ def check_answer_figures(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     same(ordered(con, "SELECT * FROM accuracy_by_length"), ordered(con, PLAIN_ACCURACY_BY_LENGTH))
     fast = ordered(con, "SELECT * FROM recall_stats")
     same(fast, ordered(con, summary_sql(AXES)))
-    by_model = stats.accuracy_summary(con, ["probe", "model"])
-    plain_by_model = con.sql(f"{summary_sql(['probe', 'model'])} ORDER BY ALL").pl()
-    same(by_model.sort(pl.all()), plain_by_model.sort(pl.all()))
+    # any coarser grouping: epochs and repeats counted across the configs it pools
+    pooled = ["probe", "model", "length_unit"]
+    same(ordered(con, tallied_summary_sql(pooled)), ordered(con, summary_sql(pooled)))
     return fast
 
 
@@ -179,3 +180,8 @@ def test_merged_answer_deltas_keep_the_figures(tmp_path: Path) -> None:
         pl.col("probe") == "recall", pl.col("length") == 100, pl.col("filler") == "pattern"
     )
     assert a["epochs"][0] == 4 and a["max_accuracy"][0] == 100.0
+
+
+def test_only_the_configs_axes_can_group_the_tallies() -> None:
+    with pytest.raises(ValueError, match="repeat"):
+        tallied_summary_sql(["model", "repeat"])
