@@ -6,6 +6,7 @@ half-written warehouse.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -437,7 +438,22 @@ def test_readers_never_fail_while_a_sweep_writes(cli, write_config, tmp_path: Pa
 
     sql_args = ["sql", "SELECT count(*) AS n FROM results", "-w", str(wh), "--format", "json"]
     report_args = ["report", "-w", str(wh), "--out", str(tmp_path / "rep")]
-    with FakeOpenAIServer(perfect_answer, delay_s=0.25) as server:
+    answered = 0
+
+    async def answer_once_read(body: dict[str, Any]) -> str:
+        """The second half of the cells waits until the readers have read some of the first
+        (two counts, one of them of written rows, and a report): each reader is a process
+        whose start-up alone can outlast the sweep on a busy machine."""
+        nonlocal answered
+        answered += 1
+        deadline = time.monotonic() + 100
+        while answered > READER_CELLS // 2 and time.monotonic() < deadline:
+            if len(counts) >= 2 and any(n > 0 for _, n in counts) and reports:
+                break
+            await asyncio.sleep(0.1)
+        return perfect_answer(body)
+
+    with FakeOpenAIServer(answer_once_read, delay_s=0.25) as server:
         config = write_config(
             config_text(
                 server.base_url,
