@@ -189,12 +189,12 @@ FROM counted c JOIN configs g USING (config_id)
 _ANSWER_AXES = frozenset({"probe", "model"})
 
 
-def result_axes(axes: Sequence[str]) -> str:
-    """``axes`` as `results` has them, selected from a tally ``t`` joined with its cell ``c``:
-    probe and model from the answer, the region with a needle case's depth, the rest from the
-    cell."""
+def result_axes(axes: Sequence[str], answer: str = "t") -> str:
+    """``axes`` as `results` has them, selected from a tally (alias ``answer``) joined with its
+    cell ``c``: probe and model from the answer, the region with a needle case's depth, the
+    rest from the cell."""
     return ", ".join(
-        f't."{a}"'
+        f'{answer}."{a}"'
         if a in _ANSWER_AXES
         else "result_region(c.region, c.depth) AS region"
         if a == "region"
@@ -227,7 +227,8 @@ FROM summed
 """
 
 
-POSITION_ACCURACY_AXES = (
+# The seed's grouping: accuracy_by_length's and position_accuracy's.
+SEED_AXES = (
     "model",
     "probe",
     "length",
@@ -237,7 +238,7 @@ POSITION_ACCURACY_AXES = (
     "prompt_version",
 )
 _POSITION_ACCURACY_SQL = tallied_counts_sql(
-    POSITION_ACCURACY_AXES,
+    SEED_AXES,
     {
         "frequency": "in_lcs",
         "total_records": "needles",
@@ -247,7 +248,7 @@ _POSITION_ACCURACY_SQL = tallied_counts_sql(
 ).strip()
 POSITION_ACCURACY_VIEW = f"""
 -- The seed's position accuracy: per needle index, in how many parsed answers the LCS matched it
--- (needle_outcomes grouped by {", ".join(POSITION_ACCURACY_AXES)} and needle_index), read
+-- (needle_outcomes grouped by {", ".join(SEED_AXES)} and needle_index), read
 -- from the needle tallies.
 CREATE OR REPLACE VIEW position_accuracy AS
 {_POSITION_ACCURACY_SQL};

@@ -19,6 +19,7 @@ from needlescope.warehouse.store.figures import (
     LATENCY,
     PARSED,
     RECALL_COUNTS,
+    SEED_AXES,
     SEED_COUNTS,
     quoted,
     result_axes,
@@ -130,13 +131,12 @@ RESULT_EPOCHS_VIEW = f"""
 CREATE OR REPLACE VIEW result_epochs AS
 SELECT epoch, {quoted(AXES)} FROM tally_epochs WHERE cell_id IS NULL
 UNION ALL
-SELECT k.epoch, {result_axes(AXES).replace('t."', 'k."')}
+SELECT k.epoch, {result_axes(AXES, answer="k")}
 FROM (SELECT epoch, cell_id, probe, model FROM tally_epochs WHERE cell_id IS NOT NULL
       UNION ALL SELECT epoch, cell_id, probe, model FROM new_epochs) k
 JOIN cells c USING (cell_id);
 """
 
-SEED_AXES = ("model", "probe", "length", "length_unit", "needle_count", "filler", "prompt_version")
 ACCURACY_BY_LENGTH_VIEW = f"""
 -- Average accuracy by length and needle count: the seed's summary, with its counts.
 -- The accuracy figures are over the answers that have an accuracy (`graded`). A recall parse

@@ -24,6 +24,7 @@ from needlescope.warehouse.store.compaction import (
     Snapshot,
     _replace_text,
 )
+from needlescope.warehouse.store.figures import AXES, result_axes
 from needlescope.warehouse.store.rollups import (
     ANSWER_MEASURES,
     ANSWER_TALLIES,
@@ -80,11 +81,10 @@ def update(
     }
     pending = list(parts.pending)
     if report.fresh_files or not parts.used:
-        fresh = _count_fresh(root, snap, parts)
-        pending = fresh.pending
-        report.attempts, report.tally_rows = fresh.attempts.num_rows, fresh.tallies.num_rows
-        report.answer_rows = fresh.answers.num_rows
-        for kind, data in fresh.data().items():
+        fresh, pending = _count_fresh(snap, parts)
+        report.attempts, report.tally_rows = fresh["attempts"].num_rows, fresh["tallies"].num_rows
+        report.answer_rows = fresh["answers"].num_rows
+        for kind, data in fresh.items():
             if data.num_rows:
                 files[kind].append(_write(folder, kind, data.cast(SCHEMAS[kind])))
     if any(len(paths) > MAX_DELTAS for paths in files.values()):
@@ -99,58 +99,45 @@ def update(
 SCHEMAS = {"attempts": ATTEMPTS, "tallies": TALLIES, "answers": ANSWER_TALLIES, "epochs": EPOCHS}
 
 
-@dataclass
-class Fresh:
-    """What the fresh files add: their attempts the rollup does not hold yet, the needle and
-    answer tally deltas, the new (epoch, config) pairs, and the attempts still pending."""
-
-    attempts: pa.Table
-    tallies: pa.Table
-    answers: pa.Table
-    epochs: pa.Table
-    pending: list[tuple[str, str, str]]
-
-    def data(self) -> dict[str, pa.Table]:
-        return {
-            "attempts": self.attempts,
-            "tallies": self.tallies,
-            "answers": self.answers,
-            "epochs": self.epochs,
-        }
-
-
 # A new (epoch, cell) pair keyed by its config's axes (as `results` has them), or by its cell
 # id while its cell is not in the snapshot.
-_NEW_EPOCHS = """
-SELECT DISTINCT e.epoch, e.probe, e.model, c.length_unit, c.length, c.needle_count, c.filler,
-       c.prompt_version, c.placement, result_region(c.region, c.depth) AS region,
-       CASE WHEN c.cell_id IS NULL THEN e.cell_id END AS cell_id
-FROM new_epochs e LEFT JOIN cells c ON c.cell_id = e.cell_id
+_NEW_EPOCHS = f"""
+SELECT DISTINCT k.epoch, {result_axes(AXES, answer="k")},
+       CASE WHEN c.cell_id IS NULL THEN k.cell_id END AS cell_id
+FROM new_epochs k LEFT JOIN cells c ON c.cell_id = k.cell_id
 """
 
 
-def _count_fresh(root: Path, snap: Snapshot, parts: Split) -> Fresh:
+def _count_fresh(
+    snap: Snapshot, parts: Split
+) -> tuple[dict[str, pa.Table], list[tuple[str, str, str]]]:
+    """What the fresh files add, by kind (their attempts the rollup does not hold yet, the
+    needle and answer tally deltas, the new (epoch, config) pairs), and the attempts still
+    pending."""
     con = duckdb.connect()
     try:
         compaction.use_snapshot(con, snap)
         use_split(con, parts)
         con.execute(views.views_sql())
-        attempts = con.sql(
-            """
-            SELECT * FROM fresh_attempts f WHERE NOT EXISTS (
-                SELECT 1 FROM tally_attempts a
-                WHERE a.run_id = f.run_id AND a.epoch = f.epoch AND a.cell_id = f.cell_id
-                  AND a.answered_at = f.answered_at
-            )
-            """
-        ).to_arrow_table()
-        return Fresh(
-            attempts=attempts,
-            tallies=con.sql("SELECT * FROM tally_delta").to_arrow_table(),
-            answers=con.sql("SELECT * FROM answer_delta WHERE answers <> 0").to_arrow_table(),
-            epochs=con.sql(_NEW_EPOCHS).to_arrow_table(),
-            pending=_still_pending(con, list(parts.pending)),
-        )
+        # the three deltas read the changed picks: find them once (a window over every
+        # attempt of the touched cells; every attempt when rebuilding)
+        con.execute("CREATE TEMP TABLE changes AS SELECT * FROM pick_changes")
+        con.execute("CREATE OR REPLACE VIEW pick_changes AS SELECT * FROM changes")
+        data = {
+            "attempts": con.sql(
+                """
+                SELECT * FROM fresh_attempts f WHERE NOT EXISTS (
+                    SELECT 1 FROM tally_attempts a
+                    WHERE a.run_id = f.run_id AND a.epoch = f.epoch AND a.cell_id = f.cell_id
+                      AND a.answered_at = f.answered_at
+                )
+                """
+            ).to_arrow_table(),
+            "tallies": con.sql("SELECT * FROM tally_delta").to_arrow_table(),
+            "answers": con.sql("SELECT * FROM answer_delta WHERE answers <> 0").to_arrow_table(),
+            "epochs": con.sql(_NEW_EPOCHS).to_arrow_table(),
+        }
+        return data, _still_pending(con, list(parts.pending))
     finally:
         con.close()
 
