@@ -9,8 +9,9 @@ import duckdb
 import polars as pl
 
 from needlescope.warehouse.charts.shared import INVALID, varying
-from needlescope.warehouse.stats import accuracy, stats
+from needlescope.warehouse.stats import stats, tallied
 from needlescope.warehouse.store import figures
+from needlescope.warehouse.store.figures_tallied import tallied_summary_sql
 
 
 @dataclass(frozen=True)
@@ -23,62 +24,42 @@ class ProbeData:
     hallucinations: pl.DataFrame  # stats.hallucination_rates
 
 
-# The columns of `results` the report's statistics read, kept in a temporary table: the
-# report reads `results` once (one consistent snapshot) instead of once per statistic.
-REPORT_RESULTS = "report_results"
-_REPORT_COLUMNS = (
-    "run_id",
-    "epoch",
-    "cell_id",
-    *figures.AXES,
-    "repeat",
-    "error_kind",
-    "parse_ok",
-    "accuracy",
-    "latency_s",
-    "validity",
-)
-
-
-def snapshot(con: duckdb.DuckDBPyConnection) -> str:
-    columns = ", ".join(f'"{c}"' for c in dict.fromkeys(_REPORT_COLUMNS))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {REPORT_RESULTS} AS SELECT {columns} FROM results")
-    return REPORT_RESULTS
-
-
 def load(
     con: duckdb.DuckDBPyConnection, unstable_range: float, source: str = "results"
 ) -> tuple[pl.DataFrame, list[ProbeData]]:
-    table = accuracy.with_intervals(
-        con, stats.recall_stats(con, unstable_range, source=source), figures.AXES, source
-    )
+    """The statistics table and each probe's data. Everything pools every epoch, so it is read
+    from the tallies (the ``recall_stats`` view, stats/tallied.py, the needle tallies) but the
+    hallucinations, which are counted over ``source`` (``results`` or the report's snapshot
+    of it)."""
+    table = tallied.with_intervals(con, stats.recall_stats(con, unstable_range), figures.AXES)
     # The needle heatmaps show, beside their rates, the config's invalid answers.
     invalid = table.select(*figures.AXES, *INVALID)
-    # the snapshot holds every row of results: the tallies count the same needle rows
-    needles = _joined(stats.needle_rates(con, source=source, whole=True), invalid)
+    needles = _joined(stats.needle_rates(con, whole=True), invalid)
     invented = _joined(stats.hallucination_rates(con, source=source), invalid)
-    pooled = f"(SELECT * FROM {source} WHERE probe = $probe)"
     probes = []
     for probe in table["probe"].unique(maintain_order=True).to_list():
         rows = table.filter(pl.col("probe") == probe)
         variant = varying(rows, ("needle_count", "prompt_version", "placement", "region"))
-        by_model = figures.summary_sql(["probe", "model"], pooled)
-        by_filler = figures.summary_sql(["probe", "model", "filler", *variant], pooled)
-        params = {"probe": probe}
-        models = con.sql(f"{by_model} ORDER BY ALL", params=params).pl()
-        fillers = con.sql(f"{by_filler} ORDER BY ALL", params=params).pl()
+        model_axes = ["probe", "model"]
         filler_axes = ["probe", "model", "filler", *variant]
         probes.append(
             ProbeData(
                 probe=probe,
                 stats=rows,
-                models=accuracy.with_intervals(con, models, ["probe", "model"], pooled, params),
-                fillers=accuracy.with_intervals(con, fillers, filler_axes, pooled, params),
+                models=_pooled(con, model_axes, probe),
+                fillers=_pooled(con, filler_axes, probe),
                 needles=needles.filter(pl.col("probe") == probe),
                 hallucinations=invented.filter(pl.col("probe") == probe),
             )
         )
     return table, probes
+
+
+def _pooled(con: duckdb.DuckDBPyConnection, axes: list[str], probe: str) -> pl.DataFrame:
+    """``probe``'s figures pooled by ``axes``, with the report's intervals."""
+    sql = tallied_summary_sql(axes, tallied.PROBE)
+    frame = con.sql(f"{sql} ORDER BY ALL", params={"probe": probe}).pl()
+    return tallied.with_intervals(con, frame, axes, probe=probe)
 
 
 def _joined(frame: pl.DataFrame, invalid: pl.DataFrame) -> pl.DataFrame:

@@ -85,7 +85,9 @@ def write_report(
             spread=spread,
         )
         try:
-            source = data.snapshot(con)
+            # Every figure pooling all epochs is read from the tallies; what needs each
+            # answer (hallucinations, failed requests) reads `results`.
+            source = "results"
             table, probes = data.load(con, unstable_range, source)
             probes = sorted(probes, key=lambda p: probe_rank(p.probe))
             runs = stats.run_overview(con)

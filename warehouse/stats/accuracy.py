@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from needlescope.warehouse.stats import tallied
 from needlescope.warehouse.stats.intervals import (
     BOOTSTRAP_MAX_N,
     NORMAL,
@@ -52,6 +53,7 @@ def accuracy_table(
     axes: Sequence[str] = ("model", "length", "needle_count"),
     epoch: str | None = None,
     seed: int = 0,
+    tallies: bool = True,
 ) -> pl.DataFrame:
     """Accuracy, needle hit rate and parse-failure rate per group of ``axes``, with intervals.
 
@@ -68,11 +70,36 @@ def accuracy_table(
       outcomes, ``needle_hit_rate`` (0-1) with its Wilson interval ``needle_hit_lo/hi``;
     * ``parse_failures`` and ``parse_failure_rate`` (of ``answers``, 0-1) with its Wilson
       interval ``parse_failure_lo/hi``.
+
+    Over every epoch, grouped by the configs' axes, the figures come from the tallies
+    (tallied.py; ``tallies=False``: from `results`, the same figures).
     """
     axes = list(dict.fromkeys(axes))
     if not axes:
         raise ValueError("accuracy_table needs at least one axis")
     check_columns(con, axes)
+    if tallies and epoch is None and tallied.can_tally(axes):
+        frame = tallied.accuracy_groups(con, probe, axes)
+        accuracy = [
+            tallied.interval(n, mean, sd, valued, seed)
+            for n, mean, sd, valued in frame.select(
+                "graded", "mean_accuracy", "sd_accuracy", "valued"
+            ).iter_rows()
+        ]
+    else:
+        frame = _plain_groups(con, probe, axes, epoch)
+        accuracy = [
+            mean_interval(values if values is not None else [], seed=seed)[1:]
+            for values in frame["accuracies"]
+        ]
+    return _with_rates(frame, axes, accuracy)
+
+
+def _plain_groups(
+    con: duckdb.DuckDBPyConnection, probe: str, axes: list[str], epoch: str | None
+) -> pl.DataFrame:
+    """accuracy_table's groups before their intervals, from `results` (``accuracies``: each
+    group's graded values)."""
     needed = list(
         dict.fromkeys(
             [
@@ -91,7 +118,7 @@ def accuracy_table(
     cols = quoted(axes)
     parsed = PARSED
     counted = f"error_kind IS NULL AND {COUNTED}"
-    frame = con.sql(
+    return con.sql(
         f"""
         WITH r AS MATERIALIZED (SELECT * FROM {source}),
         per_group AS (
@@ -122,10 +149,12 @@ def accuracy_table(
         params=params,
     ).pl()
 
-    accuracy: list[tuple[float, float, str | None]] = []
-    for values in frame["accuracies"]:
-        _, lo, hi, method = mean_interval(values if values is not None else [], seed=seed)
-        accuracy.append((lo, hi, method))
+
+def _with_rates(
+    frame: pl.DataFrame, axes: list[str], accuracy: list[tuple[float, float, str | None]]
+) -> pl.DataFrame:
+    """accuracy_table's columns: ``frame``'s groups with the accuracy intervals (lo, hi,
+    method) and the rates' Wilson intervals."""
     hits = [
         wilson_interval(c, n)
         for c, n in zip(frame["needles_correct"], frame["needles"], strict=True)
@@ -193,30 +222,12 @@ def with_intervals(
         params=params or {},
     ).pl()
     found = [
-        mean_interval(values, seed=seed)
+        mean_interval(values, seed=seed)[1:]
         if n <= BOOTSTRAP_MAX_N
-        else (mean, *normal_interval(mean, sd, n), NORMAL)
+        else (*normal_interval(mean, sd, n), NORMAL)
         for n, mean, sd, values in parsed.select("n", "mean", "sd", "accuracies").iter_rows()
     ]
-    intervals = parsed.select(axes).with_columns(
-        pl.Series("ci95_low", [max(f[1], 0.0) for f in found], dtype=pl.Float64),
-        pl.Series("ci95_high", [min(f[2], 100.0) for f in found], dtype=pl.Float64),
-        pl.Series("interval_method", [f[3] for f in found], dtype=pl.Utf8),
-    )
-    wilson = [
-        wilson_interval(int(f), int(n)) if n else (None, None)
-        for f, n in zip(frame["parse_failures"], frame["answers"], strict=True)
-    ]
-    order = [*frame.columns, "interval_method", "parse_failure_lo", "parse_failure_hi"]
-    return (
-        frame.drop("ci95_low", "ci95_high")
-        .join(intervals, on=axes, how="left", nulls_equal=True)
-        .with_columns(
-            pl.Series("parse_failure_lo", [w[0] for w in wilson], dtype=pl.Float64),
-            pl.Series("parse_failure_hi", [w[1] for w in wilson], dtype=pl.Float64),
-        )
-        .select(order)
-    )
+    return tallied.joined_intervals(frame, axes, parsed.select(axes), found)
 
 
 # ----------------------------------------------------------------------------- effective length

@@ -30,8 +30,10 @@ def previous_epoch(
             SELECT DISTINCT r.epoch FROM runs r
             JOIN configs c ON r.config_name IS NOT DISTINCT FROM c.config_name
         ), graded AS (
-            SELECT DISTINCT epoch FROM results
-            WHERE model = $model AND probe = $probe AND error_kind IS NULL
+            -- the epochs with a graded result: those with a graded attempt of a known cell
+            -- (results picks a graded attempt where there is one), read from the raw attempts
+            SELECT DISTINCT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
+            WHERE a.model = $model AND a.probe = $probe AND a.error_kind IS NULL
         )
         SELECT s.epoch FROM starts s
         JOIN same_config USING (epoch) JOIN graded USING (epoch)

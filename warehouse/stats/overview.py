@@ -18,7 +18,7 @@ import duckdb
 
 from needlescope.effective_length import default_threshold
 from needlescope.probes.order import ordered
-from needlescope.warehouse.stats import accuracy, drift
+from needlescope.warehouse.stats import accuracy, drift, tallied
 from needlescope.warehouse.store.figures import UNSTABLE_RANGE
 
 DEFAULT_THRESHOLD: float | None = None  # each probe's own (effective_length.default_threshold)
@@ -79,7 +79,11 @@ def overview(
                 con, probe=probe, epoch=epoch, threshold=kept, seed=seed
             ).iter_rows(named=True)
         }
-        unstable = accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
+        unstable = (
+            accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
+            if epoch is not None
+            else tallied.unstable_configs(con, probe, spread)
+        )
         unstable_by_model = unstable.group_by("model").len().iter_rows() if unstable.height else []
         shaky = {str(m): int(n) for m, n in unstable_by_model}
         drifted = _drift(con, probe, (drift_epochs or {}).get(probe, epoch), seed)

@@ -14,6 +14,7 @@ comparisons.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -125,7 +126,9 @@ def _side_sql(name: str, side: Side, key: str, params: dict[str, Any]) -> str:
     )"""
 
 
-def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[str, dict[str, Any]]:
+def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The SQL of each side (``side_a``, ``side_b``: ``name AS (...)``) and of their pairing
+    (``paired``: the CTE after them), with the sides' parameters."""
     key = {
         "cell_id": "cell_id",
         "context_id": "context_id",
@@ -135,8 +138,7 @@ def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[str, dict[st
     params: dict[str, Any] = {"probe": probe}
     side_a = _side_sql("side_a", a, key, params)
     side_b = _side_sql("side_b", b, key, params)
-    sql = f"""
-    WITH {side_a}, {side_b},
+    sql = """
     paired AS (
         SELECT coalesce(x.pair_key, y.pair_key) AS pair_key,
                coalesce(x.length_unit, y.length_unit) AS length_unit,
@@ -153,7 +155,7 @@ def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[str, dict[st
                     ELSE 'parse_failure' END AS status
         FROM side_a x FULL OUTER JOIN side_b y ON x.pair_key = y.pair_key
     )"""
-    return sql, params
+    return {"side_a": side_a, "side_b": side_b, "paired": sql}, params
 
 
 def _cell_figures(
@@ -253,12 +255,45 @@ def paired_comparison(
     accuracy 0); see :class:`Comparison` for the figures.
     """
     a, b, pairing = _sides(a, b)
-    paired, params = _pairs_sql(a, b, pairing, probe)
+    sides, params = _pairs_sql(a, b, pairing, probe)
+    # Each side's rows are read once (three queries below read them), into temporary tables of
+    # this call's own names.
+    tag = uuid.uuid4().hex
+    tables = {name: f"{name}_{tag}" for name in ("side_a", "side_b")}
+    try:
+        for name, table in tables.items():
+            own = {k: v for k, v in params.items() if k == "probe" or k.startswith(name)}
+            con.execute(f"CREATE TEMP TABLE {table} AS WITH {sides[name]} FROM {name}", own)
+        paired = f"WITH side_a AS (FROM {tables['side_a']}), side_b AS (FROM {tables['side_b']}),"
+        paired += sides["paired"]
+        return _compared(con, a, b, pairing, probe, paired, seed, resamples)
+    finally:
+        for table in tables.values():
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _compared(
+    con: duckdb.DuckDBPyConnection,
+    a: Side,
+    b: Side,
+    pairing: str,
+    probe: str,
+    paired: str,
+    seed: int,
+    resamples: int,
+) -> Comparison:
+    needle_params: dict[str, Any] = {}
+    # A side's epoch, stated on its needle rows: the scan then reads that epoch's row groups only
+    # (the sides are tables here, so the optimiser cannot carry their filter over the join).
+    epochs = ""
+    for alias, side in (("oa", a), ("ob", b)):
+        if side.epoch is not None:
+            needle_params[f"{alias}_epoch"] = side.epoch
+            epochs += f" AND {alias}.epoch = ${alias}_epoch"
     duplicated = con.execute(
         f"""{paired}
         SELECT (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_a),
-               (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_b)""",
-        params,
+               (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_b)"""
     ).fetchall()
     if any(duplicated[0]):
         raise ValueError(
@@ -267,8 +302,7 @@ def paired_comparison(
         )
     pairs = con.sql(
         f"""{paired}
-        SELECT status, {quoted(CELL_AXES)}, pair_key, a_accuracy, b_accuracy FROM paired""",
-        params=params,
+        SELECT status, {quoted(CELL_AXES)}, pair_key, a_accuracy, b_accuracy FROM paired"""
     ).pl()
     needles = con.sql(
         f"""{paired},
@@ -280,13 +314,13 @@ def paired_comparison(
                 AND oa.cell_id = p.a_cell_id
             JOIN raw_needle_outcomes ob ON ob.run_id = p.b_run_id AND ob.epoch = p.b_epoch
                 AND ob.cell_id = p.b_cell_id AND ob.needle_index = oa.needle_index
-            WHERE p.status = 'paired'
+            WHERE p.status = 'paired'{epochs}
         )
         SELECT {quoted(CELL_AXES)}, count(*) AS needle_pairs,
                count(*) FILTER (WHERE NOT hit_a AND hit_b) AS mcnemar_b01,
                count(*) FILTER (WHERE hit_a AND NOT hit_b) AS mcnemar_b10
         FROM needle_pairs GROUP BY {quoted(CELL_AXES)}""",
-        params=params,
+        params=needle_params,
     ).pl()
 
     status = pairs["status"]

@@ -109,13 +109,16 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
     same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
     variant = [a for a in AXES if a != "length"]
     same_variant = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM k."{a}"' for a in variant)
+    parsed = (
+        # the graded answers per config: recall_stats' count, from the tallies
+        f"SELECT {cols}, graded AS parsed_answers FROM recall_stats WHERE graded > 0"
+        if source == "results"
+        else f"SELECT {cols}, count(*) AS parsed_answers FROM {source} WHERE {PARSED} "
+        f"GROUP BY {cols}"
+    )
     return con.sql(
         f"""
-        WITH parsed AS (
-            SELECT {cols}, count(*) AS parsed_answers
-            FROM {source} WHERE {PARSED}
-            GROUP BY {cols}
-        ), found AS (
+        WITH parsed AS ({parsed}), found AS (
             -- the hallucinations view's rows (those of the answers in results), by config
             SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
                    count(*) AS hallucinations

@@ -204,14 +204,21 @@ def result_axes(axes: Sequence[str], answer: str = "t") -> str:
 
 
 def tallied_counts_sql(
-    axes: Sequence[str], counts: Mapping[str, str], *, counted_only: bool = True
+    axes: Sequence[str],
+    counts: Mapping[str, str],
+    *,
+    counted_only: bool = True,
+    where: str = "",
 ) -> str:
     """The figures :func:`needle_counts_sql` computes over ``results``, per ``axes`` × needle
     index, from ``needle_tallies`` (rollups.py: per cell and needle index, kept up to date):
     thousands of rows instead of every needle row. ``counts``: name → an expression over the
-    tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``."""
+    tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``. ``where``: a
+    further condition on the tallies (``t``) and their cells (``c``)."""
     picked = result_axes(axes)
-    where = f"WHERE t.{COUNTED}" if counted_only else ""
+    conditions = [f"t.{COUNTED}"] if counted_only else []
+    conditions += [where] if where else []
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     figures = ",\n       ".join(f"{expr} AS {name}" for name, expr in counts.items())
     sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in MEASURES)
     return f"""

@@ -33,12 +33,14 @@ def tallied_groups_sql(
     figures_over: str,
     *,
     epochs: bool,
+    where: str = "",
 ) -> str:
     """CTEs ending in ``per_group``: per ``axes`` (a subset of :data:`AXES`), ``counts``
     (name: which answers), the accuracy figures over the answers ``figures_over`` selects,
     ``invalid``/``invalid_why``, the mean latency, ``repeats`` and (``epochs``) ``epochs``.
     The tallies' rows carry the columns the figures' rules name (``error_kind`` stands for
-    "not graded"), so the rules are figures.py's own."""
+    "not graded"), so the rules are figures.py's own. ``where``: a condition on the tallies
+    (alias ``t``: probe, model, validity, ...) and their cells (``c``)."""
     unknown = set(axes) - set(AXES)
     if unknown:
         raise ValueError(f"not an axis of the answer tallies: {sorted(unknown)}")
@@ -65,6 +67,7 @@ WITH base AS MATERIALIZED (
            CASE WHEN NOT t.graded THEN 'error' END AS error_kind,
            t.parse_ok, t.accuracy, t.answers, t.latencies, t.latency_sum
     FROM answer_tallies t JOIN cells c USING (cell_id)
+    {f"WHERE {where}" if where else ""}
 ), configs AS MATERIALIZED (
     SELECT *, row_number() OVER () AS config_id FROM (SELECT DISTINCT {cols} FROM base)
 ), keyed AS MATERIALIZED (
@@ -108,7 +111,7 @@ WITH base AS MATERIALIZED (
     FROM valued v JOIN moments m USING (config_id)
     GROUP BY v.config_id, m.valued{epoch_cte}
 ), per_group AS (
-    SELECT {", ".join(f'g."{a}"' for a in axes)}, {epoch_col}cnt.* EXCLUDE (config_id),
+    SELECT {", ".join(f'g."{a}"' for a in axes)}, g.config_id, {epoch_col}cnt.* EXCLUDE (config_id),
            w.invalid_why, m.mean_accuracy, m.median_accuracy, m.min_accuracy, m.max_accuracy,
            s.sd_accuracy
     FROM configs g
@@ -120,10 +123,29 @@ WITH base AS MATERIALIZED (
 )"""
 
 
-def tallied_summary_sql(axes: Sequence[str]) -> str:
+def tallied_summary_sql(axes: Sequence[str], where: str = "") -> str:
     """figures.summary_sql over ``results`` grouped by ``axes`` (a subset of :data:`AXES`),
-    from the answer tallies."""
-    return tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=True) + summary_figures(axes)
+    from the answer tallies (``where``: as :func:`tallied_groups_sql`'s)."""
+    groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=True, where=where)
+    return groups + summary_figures(axes)
+
+
+# After tallied_groups_sql: per config_id, its accuracies with their counts, ascending.
+VALUE_LISTS = """, lists AS (
+    SELECT config_id, list({'accuracy': accuracy, 'n': n} ORDER BY accuracy) AS valued
+    FROM valued GROUP BY config_id
+)"""
+
+
+def tallied_values_sql(axes: Sequence[str], where: str = "") -> str:
+    """Per group of ``axes``, the graded answers' accuracy figures for an interval: ``n``,
+    ``mean``, ``sd`` and ``valued``, the distinct accuracies with how many answers have each
+    (a list of ``{accuracy, n}`` ascending): the multiset a bootstrap resamples."""
+    groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=False, where=where)
+    return f"""{groups}{VALUE_LISTS}
+SELECT {quoted(axes)}, p.graded AS n, p.mean_accuracy AS mean, p.sd_accuracy AS sd, l.valued
+FROM per_group p JOIN lists l USING (config_id)
+"""
 
 
 # `results` rows per (epoch, config): the rollup's, and the fresh pairs' configs from cells.

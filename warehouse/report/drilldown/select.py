@@ -13,7 +13,9 @@ import polars as pl
 
 from needlescope.warehouse.report.drilldown.rebuild import CELL_FIELDS
 from needlescope.warehouse.report.drilldown.targets import AXIS_SQL, CELL_AXIS_SQL, Target, keys
+from needlescope.warehouse.store import figures
 
+RECENT_EPOCHS = 2  # the epochs pick tries first
 _ORDER = '(error_kind IS NULL) DESC, coalesce(parse_ok, false) DESC, epoch DESC, "repeat", cell_id'
 # What each picked answer carries beside its target's axes.
 _ANSWER_SQL = {
@@ -42,15 +44,35 @@ def answers_sql(target: Target, source: str, extra: Mapping[str, str]) -> str:
     return f"SELECT {selected} FROM {source} s {join} WHERE list_contains($probes, s.probe)"
 
 
+# `results`' columns the targets' axes read, per answer tally row (``n``: how many answers):
+# the drill-down's counts over every epoch without deriving `results`.
+TALLIED = f"""(
+    SELECT {figures.result_axes(figures.AXES)}, c.cell_id, t.parse_ok, t.answers AS n,
+           CASE WHEN NOT t.graded THEN 'error' END AS error_kind
+    FROM answer_tallies t JOIN cells c USING (cell_id)
+)"""
+
+
 def config_counts(con: duckdb.DuckDBPyConnection, target: Target, source: str) -> pl.DataFrame:
-    """One row per config the target's charts are drawn from: its key and answer counts."""
-    answers = answers_sql(target, source, {"error_kind": "s.error_kind", "parse_ok": "s.parse_ok"})
+    """One row per config the target's charts are drawn from: its key and answer counts
+    (``source`` ``results``: read from the answer tallies)."""
+    tallied = source == "results"
+    extra = {"error_kind": "s.error_kind", "parse_ok": "s.parse_ok"}
+    answers = answers_sql(
+        target, TALLIED if tallied else source, extra | ({"n": "s.n"} if tallied else {})
+    )
+
+    def count(rule: str) -> str:
+        if tallied:
+            return f"coalesce(sum(n) FILTER (WHERE {rule}), 0)::BIGINT"
+        return f"count(*) FILTER (WHERE {rule})"
+
     frame = con.sql(
         f"""
         SELECT {quoted(target.axes)},
-               count(*) FILTER (WHERE error_kind IS NULL AND parse_ok IS NOT NULL) AS answers_total,
-               count(*) FILTER (WHERE error_kind IS NULL AND parse_ok) AS parsed_total,
-               count(*) FILTER (WHERE error_kind IS NOT NULL) AS errors_total
+               {count("error_kind IS NULL AND parse_ok IS NOT NULL")} AS answers_total,
+               {count("error_kind IS NULL AND parse_ok")} AS parsed_total,
+               {count("error_kind IS NOT NULL")} AS errors_total
         FROM ({answers}) GROUP BY ALL
         """,
         params={"probes": list(target.probes)},
@@ -63,16 +85,35 @@ def pick(
 ) -> pl.DataFrame:
     """Up to ``per_cell`` results per heatmap cell of the target: parsed answers, then parse
     failures, then failed requests; latest epoch first. Picked per config in DuckDB (a cell
-    is one config or a few), then per cell here."""
-    answers = answers_sql(target, source, _ANSWER_SQL)
-    picked = con.sql(
-        f"""
-        SELECT * FROM ({answers})
-        QUALIFY row_number() OVER (PARTITION BY {quoted(target.axes)} ORDER BY {_ORDER})
-            <= $per_cell
-        """,
-        params={"probes": list(target.probes), "per_cell": per_cell},
-    ).pl()
+    is one config or a few), then per cell here.
+
+    From ``results``, the latest epochs are tried first (an epoch filter reaches below
+    results' window: those epochs' rows only): when every config has ``per_cell`` parsed
+    answers there, no older answer can rank among them."""
+    params = {"probes": list(target.probes), "per_cell": per_cell}
+    picked = None
+    if source == "results":
+        recent = [
+            str(e)
+            for (e,) in con.execute(
+                "SELECT DISTINCT epoch FROM answers WHERE list_contains($probes, probe) "
+                "ORDER BY epoch DESC LIMIT $k",
+                {"probes": list(target.probes), "k": RECENT_EPOCHS},
+            ).fetchall()
+        ]
+        found = _picked(
+            con,
+            target,
+            "(SELECT * FROM results WHERE list_contains($recent, epoch))",
+            params | {"recent": recent},
+        )
+        configs = config_counts(con, target, source).height
+        full = found.filter(pl.col("error_kind").is_null() & pl.col("parse_ok").fill_null(False))
+        counts = full.group_by(list(target.axes)).len()
+        if counts.height == configs and (counts["len"] >= per_cell).all():
+            picked = found
+    if picked is None:
+        picked = _picked(con, target, source, params)
     ranked = picked.with_columns(
         pl.Series("key", keys(target, picked), dtype=pl.Utf8),
         pl.col("error_kind").is_null().alias("answered"),
@@ -82,6 +123,20 @@ def pick(
         descending=[False, True, True, True, False, False],
     )
     return ranked.group_by("key", maintain_order=True).head(per_cell).select("key", *_ANSWER_SQL)
+
+
+def _picked(
+    con: duckdb.DuckDBPyConnection, target: Target, source: str, params: dict[str, Any]
+) -> pl.DataFrame:
+    answers = answers_sql(target, source, _ANSWER_SQL)
+    return con.sql(
+        f"""
+        SELECT * FROM ({answers})
+        QUALIFY row_number() OVER (PARTITION BY {quoted(target.axes)} ORDER BY {_ORDER})
+            <= $per_cell
+        """,
+        params=params,
+    ).pl()
 
 
 def frame_or_empty(con: duckdb.DuckDBPyConnection, query: str, **params: Any) -> pl.DataFrame:

@@ -43,11 +43,12 @@ def entry_id(model: str, epoch: str | None = None) -> str:
 def _models(con: duckdb.DuckDBPyConnection, probe: str) -> tuple[list[str], int, int]:
     """The models compared (most answers first, at most MAX_MODELS) in name order, how many
     models there are, and how many answers they all have."""
+    # results' graded answers per model, from the answer tallies
     rows = con.execute(
         """
-        SELECT model, count(*) AS n FROM results
-        WHERE probe = $probe AND error_kind IS NULL
-        GROUP BY model ORDER BY n DESC, model
+        SELECT t.model, sum(t.answers) AS n FROM answer_tallies t SEMI JOIN cells USING (cell_id)
+        WHERE t.probe = $probe AND t.graded
+        GROUP BY t.model ORDER BY n DESC, t.model
         """,
         {"probe": probe},
     ).fetchall()
@@ -58,12 +59,14 @@ def _models(con: duckdb.DuckDBPyConnection, probe: str) -> tuple[list[str], int,
 def _epochs(
     con: duckdb.DuckDBPyConnection, probe: str, models: Sequence[str]
 ) -> dict[str, list[str]]:
-    """Each model's epochs, oldest first (by their first answer)."""
+    """Each model's epochs with a graded answer, oldest first (by their first graded answer,
+    read from the raw attempts: an epoch has a graded result where it has a graded attempt)."""
     rows = con.execute(
         """
-        SELECT model, epoch, min(answered_at) AS first FROM results
-        WHERE probe = $probe AND error_kind IS NULL AND list_contains($models, model)
-        GROUP BY model, epoch ORDER BY model, first, epoch
+        SELECT a.model, a.epoch, min(a.answered_at) AS first
+        FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
+        WHERE a.probe = $probe AND a.error_kind IS NULL AND list_contains($models, a.model)
+        GROUP BY a.model, a.epoch ORDER BY a.model, first, a.epoch
         """,
         {"probe": probe, "models": list(models)},
     ).fetchall()
@@ -76,8 +79,9 @@ def _epochs(
 def _latest(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
     rows = con.execute(
         """
-        SELECT epoch FROM results WHERE probe = $probe AND error_kind IS NULL
-        GROUP BY epoch ORDER BY min(answered_at) DESC, epoch DESC LIMIT 1
+        SELECT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
+        WHERE a.probe = $probe AND a.error_kind IS NULL
+        GROUP BY a.epoch ORDER BY min(a.answered_at) DESC, a.epoch DESC LIMIT 1
         """,
         {"probe": probe},
     ).fetchall()

@@ -7,7 +7,7 @@ import duckdb
 from pydantic import ValidationError
 
 from needlescope.config import SweepConfig
-from needlescope.warehouse.report.sections.statistics import latest_epoch
+from needlescope.warehouse.report.sections.statistics import latest_epoch, result_probes
 from needlescope.warehouse.stats.gates import evaluate_epoch
 
 ANCHOR = "statistics"  # the section whose drift tables stand beside the gates' figures
@@ -28,7 +28,7 @@ def epoch_config(con: duckdb.DuckDBPyConnection, epoch: str) -> SweepConfig | No
 
 
 def gate_flags(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple[str, str]]]:
-    probes = [str(p) for (p,) in con.execute("SELECT DISTINCT probe FROM results").fetchall()]
+    probes = result_probes(con)
     epochs = {e for p in probes if (e := latest_epoch(con, p)) is not None}
     flags: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for epoch in sorted(epochs):

@@ -32,7 +32,7 @@ from needlescope.warehouse.report.html import (
     table,
 )
 from needlescope.warehouse.report.sections.ruler_stats import ruler_effective
-from needlescope.warehouse.stats import accuracy, drift, intervals
+from needlescope.warehouse.stats import accuracy, drift, intervals, tallied
 from needlescope.warehouse.stats.gates import serving_changes
 from needlescope.warehouse.store import figures
 
@@ -143,18 +143,46 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
     )
 
 
+def result_probes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The probes ``results`` has rows of: those of an attempt of a known cell, read from the
+    raw attempts (deriving `results` would read every attempt's pick)."""
+    return [
+        str(p)
+        for (p,) in con.execute(
+            "SELECT DISTINCT a.probe FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id "
+            "ORDER BY a.probe"
+        ).fetchall()
+    ]
+
+
 def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
     """The epoch of ``probe``'s results that started last (by its first run, else answers)."""
-    rows = con.execute(
+    # The epochs with results (any attempt of a known cell) and their starts, read from the raw
+    # attempts; only epochs that tie on the start are told apart by their answers in results
+    # (an epoch filter reaches below results' window: those epochs' rows only).
+    found = con.execute(
         """
-        WITH starts AS (SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch)
-        SELECT r.epoch FROM results r LEFT JOIN starts s USING (epoch)
-        WHERE r.probe = $probe
-        GROUP BY r.epoch
-        ORDER BY max(s.started_at) DESC NULLS LAST, max(r.answered_at) DESC NULLS LAST, r.epoch
-        LIMIT 1
+        WITH starts AS (SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch),
+        seen AS (
+            SELECT DISTINCT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
+            WHERE a.probe = $probe
+        )
+        SELECT e.epoch, s.started_at FROM seen e LEFT JOIN starts s USING (epoch)
+        ORDER BY s.started_at DESC NULLS LAST
         """,
         {"probe": probe},
+    ).fetchall()
+    if not found:
+        return None
+    tied = [str(e) for e, started in found if started == found[0][1]]
+    if len(tied) == 1:
+        return tied[0]
+    rows = con.execute(
+        """
+        SELECT epoch FROM results WHERE probe = $probe AND list_contains($epochs, epoch)
+        GROUP BY epoch ORDER BY max(answered_at) DESC NULLS LAST, epoch LIMIT 1
+        """,
+        {"probe": probe, "epochs": tied},
     ).fetchall()
     return str(rows[0][0]) if rows else None
 
@@ -210,7 +238,7 @@ def _drift(con: duckdb.DuckDBPyConnection, probe: str, seed: int) -> str:
 
 def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
     try:
-        frame = accuracy.unstable_cells(con, spread=spread, probe=probe)
+        frame = tallied.unstable_configs(con, probe, spread)
     except (duckdb.Error, ValueError) as exc:
         return failed("unstable cells", exc)
     if frame.is_empty():
@@ -219,7 +247,8 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
     shown = frame.sort("accuracy_range", descending=True).head(MAX_UNSTABLE_ROWS)
     rows = []
     for r in shown.iter_rows(named=True):
-        values = r["accuracies"] or []
+        # every epoch's answers: each accuracy with how many answers have it
+        values = [f"{v['accuracy']:.0f} ×{v['n']:,}" for v in r["valued"] or []]
         rows.append(
             [
                 *(
@@ -233,11 +262,20 @@ def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> str:
                 number(r["min_accuracy"]),
                 number(r["max_accuracy"]),
                 number(r["accuracy_range"]),
-                ", ".join(f"{v:.0f}" for v in values[:20]) + (" …" if len(values) > 20 else ""),
+                ", ".join(values[:20]) + (" …" if len(values) > 20 else ""),
             ]
         )
     headers = [a.replace("_", " ") for a in axes]
-    headers += ["epochs", "repeats", "parsed", "invalid", "min", "max", "spread", "accuracies"]
+    headers += [
+        "epochs",
+        "repeats",
+        "parsed",
+        "invalid",
+        "min",
+        "max",
+        "spread",
+        "accuracies × answers",
+    ]
     numeric = [a == "length" for a in axes] + [True] * 7 + [False]
     more = frame.height - shown.height
     note = f"<p class='muted'>… and {more} more (the widest spreads are shown).</p>" if more else ""
@@ -292,4 +330,4 @@ def section(
     return "\n".join(body)
 
 
-__all__ = ["latest_epoch", "model_summary", "section"]
+__all__ = ["latest_epoch", "model_summary", "result_probes", "section"]

@@ -17,7 +17,7 @@ import duckdb
 
 from needlescope.warehouse.report.html import anchor, esc, number
 from needlescope.warehouse.report.sections.gate_flags import gate_flags
-from needlescope.warehouse.report.sections.statistics import latest_epoch
+from needlescope.warehouse.report.sections.statistics import latest_epoch, result_probes
 from needlescope.warehouse.stats.overview import Overview, overview, thresholds_kept
 from needlescope.warehouse.store import Warehouse
 
@@ -33,7 +33,7 @@ def collect(
     this beside its charts)."""
     con = Warehouse(root).connect()
     try:
-        probes = [str(p) for (p,) in con.execute("SELECT DISTINCT probe FROM results").fetchall()]
+        probes = result_probes(con)
         latest = {p: latest_epoch(con, p) for p in probes}
         rows = overview(con, drift_epochs=latest, threshold=threshold, spread=spread, seed=seed)
         extra: dict[tuple[str, str], list[Flag]] = {}
