@@ -79,13 +79,7 @@ def overview(
                 con, probe=probe, epoch=epoch, threshold=kept, seed=seed
             ).iter_rows(named=True)
         }
-        unstable = (
-            accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
-            if epoch is not None
-            else tallied.unstable_configs(con, probe, spread)
-        )
-        unstable_by_model = unstable.group_by("model").len().iter_rows() if unstable.height else []
-        shaky = {str(m): int(n) for m, n in unstable_by_model}
+        shaky = _unstable_by_model(con, probe, epoch, spread)
         drifted = _drift(con, probe, (drift_epochs or {}).get(probe, epoch), seed)
         for r in table.iter_rows(named=True):
             model = str(r["model"])
@@ -112,6 +106,18 @@ def overview(
                 )
             )
     return rows
+
+
+def _unstable_by_model(
+    con: duckdb.DuckDBPyConnection, probe: str, epoch: str | None, spread: float
+) -> dict[str, int]:
+    unstable = (
+        accuracy.unstable_cells(con, spread=spread, probe=probe, epoch=epoch)
+        if epoch is not None
+        else tallied.unstable_configs(con, probe, spread)  # every epoch: from the tallies
+    )
+    by_model = unstable.group_by("model").len().iter_rows() if unstable.height else []
+    return {str(m): int(n) for m, n in by_model}
 
 
 def _drift(
