@@ -406,6 +406,24 @@ def test_identical_answers_are_no_difference(tmp_path: Path) -> None:
         sig.paired_comparison(con, Side("a", "e1"), Side("a"))
 
 
+def test_a_comparison_is_remembered_only_for_the_same_files(tmp_path: Path) -> None:
+    sweep = Sweep(tmp_path)
+    sweep.run("run-e1", "e1")
+    for repeat in range(4):
+        sweep.answer("a", "e1", 1000, pattern(1), repeat=repeat)
+        sweep.answer("b", "e1", 1000, pattern(3), repeat=repeat)
+    con = sweep.connect()
+    first = sig.paired_comparison(con, Side("a", "e1"), Side("b", "e1"))
+    assert sig.paired_comparison(con, Side("a", "e1"), Side("b", "e1")) is first
+    # a rerun's later answers of b: new files, so the comparison is made again from them
+    for repeat in range(4):
+        sweep.answer("b", "e1", 1000, pattern(1), repeat=repeat, run_id="run-e1b")
+    con.close()
+    con = sweep.connect()
+    again = sig.paired_comparison(con, Side("a", "e1"), Side("b", "e1"))
+    assert (first.diff, again.diff) == (50.0, 0.0)
+
+
 # ----------------------------------------------------------------------------- drift
 
 
