@@ -583,6 +583,7 @@ with compaction.exclusive(root):
     done = rollups_update.update(root, compaction.snapshot(root), rebuild=rebuild)
 print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attempts,
                   "tally_rows": done.tally_rows, "answer_rows": done.answer_rows,
+                  "invented_rows": done.invented_rows,
                   "rebuilt": done.rebuilt,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -596,6 +597,7 @@ def build_rollups(root: Path, counts: dict[str, Any]) -> None:
     counts["rollups_rss_mb"] = child.data["peak_rss_mb"]
     counts["rollups_tally_rows"] = child.data["tally_rows"]
     counts["rollups_answer_rows"] = child.data["answer_rows"]
+    counts["rollups_invented_rows"] = child.data.get("invented_rows", 0)
     counts["rollups_format"] = rollups.FORMAT
 
 

@@ -292,7 +292,8 @@ def rollups(
     how = "rebuilt from the raw tables" if done.rebuilt else "updated"
     console.print(
         f"rollups {how}: {done.fresh_files} files counted, {done.attempts:,} attempts and "
-        f"{done.tally_rows:,} needle and {done.answer_rows:,} answer tally rows added "
+        f"{done.tally_rows:,} needle, {done.answer_rows:,} answer and "
+        f"{done.invented_rows:,} hallucination tally rows added "
         f"({done.seconds:.1f} s)"
     )
 

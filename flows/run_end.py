@@ -141,10 +141,12 @@ def compact_warehouse(store: Warehouse, logger: Any) -> None:
     for step in rolled:
         if step.fresh_files or step.rebuilt:
             logger.info(
-                "rollups: %d attempts, %d needle and %d answer tally rows added%s (%.1f s)",
+                "rollups: %d attempts, %d needle, %d answer and %d hallucination tally rows"
+                " added%s (%.1f s)",
                 step.attempts,
                 step.tally_rows,
                 step.answer_rows,
+                step.invented_rows,
                 " (rebuilt from the raw tables)" if step.rebuilt else "",
                 step.seconds,
             )

@@ -4,15 +4,17 @@ of the rollups, on test_answer_tallies' warehouse of awkward cases."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
 from polars.testing import assert_frame_equal
 
 from needlescope.warehouse.report.drilldown import select, targets
-from needlescope.warehouse.stats import accuracy, tallied
+from needlescope.warehouse.stats import accuracy, stats, tallied
 from needlescope.warehouse.stats.intervals import BOOTSTRAP_MAX_N, mean_interval
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
 from needlescope.warehouse.store.figures import AXES, summary_sql
@@ -39,8 +41,11 @@ def check_tables(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 
 def check_intervals_and_unstable(con: duckdb.DuckDBPyConnection) -> None:
-    """The report's intervals and unstable configs from the tallies equal the plain ones."""
+    """The report's intervals, unstable configs, hallucinations and failed requests from the
+    tallies equal the plain ones (over a copy of `results`)."""
     con.execute("CREATE OR REPLACE TEMP TABLE snap AS SELECT * FROM results")
+    same(stats.hallucination_rates(con), stats.hallucination_rates(con, source="snap"))
+    same(stats.error_counts(con), stats.error_counts(con, source="snap"))
     for axes, probe in ((AXES, None), (["probe", "model"], "recall"), (["probe"], "cases")):
         where = f"(SELECT * FROM snap WHERE probe = '{probe}')" if probe else "snap"
         frame = con.sql(f"{summary_sql(axes, where)} ORDER BY ALL").pl()
@@ -71,6 +76,36 @@ def check_drilldown(con: duckdb.DuckDBPyConnection) -> None:
             )
 
 
+def invented(
+    run: str, epoch: str, cell_id: str, *intervals: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """Hallucination rows of an answer: one per (key_from, key_to) given."""
+    return [
+        {
+            "run_id": run,
+            "epoch": epoch,
+            "cell_id": cell_id,
+            "model": "m",
+            "probe": "recall",
+            "answer_index": i,
+            "value": json.dumps(f"x{i}"),
+            "key_from": key_from,
+            "key_to": key_to,
+        }
+        for i, (key_from, key_to) in enumerate(intervals)
+    ]
+
+
+HALLUCINATIONS = [
+    *invented("r1", "e1", "a0", (0, 1), (1, 2)),
+    *invented("r1", "e2", "a0", (1, 2)),
+    *invented("r1", "e1", "a3", (2, 3), (2, 3)),
+    *invented("r2", "e3", "a2", (0, 1)),  # an invalid answer's: counted apart, then displaced
+    *invented("r3", "e3", "a2", (3, 4)),  # written before its answer (which comes later)
+    *invented("r9", "e1", "a1", (0, 1)),  # of an attempt that never gets an answer
+]
+
+
 def in_every_state(
     root: Path, store: Warehouse, check: Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]
 ) -> list[tuple[pl.DataFrame, bool]]:
@@ -78,6 +113,7 @@ def in_every_state(
     pick, updated, compacted, rebuilt. Returns each state's frame and whether the rollups were
     used."""
     found = []
+    store.append("hallucinations", HALLUCINATIONS)
 
     def run() -> None:
         parts = rollups.split(root, compaction.snapshot(root), rollups.current(root))
@@ -109,6 +145,19 @@ def test_accuracy_tables_equal_the_plain_ones_in_every_state(tmp_path: Path) -> 
     states = in_every_state(store.root.resolve(), store, check_tables)
     assert [used for _, used in states] == [False, True, True, True, True, True]
     first, displaced = states[0][0], states[2][0]
+    con = store.connect()
+    try:
+        # the displaced invalid answer's hallucination is gone, the pending one's counted
+        rates = stats.hallucination_rates(con).filter(pl.col("hallucinations") > 0)
+        assert sorted(rates.select("key_from", "key_to", "hallucinations").rows()) == [
+            (0, 1, 1),
+            (1, 2, 2),
+            (2, 3, 2),
+            (3, 4, 1),
+        ]
+        assert stats.error_counts(con).rows() == [("m", "timeout", 1)]
+    finally:
+        con.close()
     # recall: 8 graded answers of two epochs and one of a third, its failed request and two
     # invalid answers counted apart (the empty reply and the answer without a cell are none)
     row = first.row(0, named=True)

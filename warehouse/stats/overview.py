@@ -62,13 +62,7 @@ def overview(
     ``drift_epochs``: per probe, the epoch to compare with its previous one (default: ``epoch``;
     without either, no drift is computed).
     """
-    where, params = ("WHERE epoch = $epoch", {"epoch": epoch}) if epoch else ("", {})
-    counts = {
-        (str(m), str(p)): int(n)
-        for m, p, n in con.execute(
-            f"SELECT model, probe, count(*) FROM results {where} GROUP BY ALL", params
-        ).fetchall()
-    }
+    counts = _cells(con, epoch)
     rows: list[Overview] = []
     for probe in ordered(p for _, p in counts):
         kept = default_threshold(probe) if threshold is None else threshold
@@ -106,6 +100,20 @@ def overview(
                 )
             )
     return rows
+
+
+def _cells(con: duckdb.DuckDBPyConnection, epoch: str | None) -> dict[tuple[str, str], int]:
+    """Results per (model, probe): of one epoch (an epoch filter reaches below results'
+    window), else of every epoch, counted by the answer tallies."""
+    if epoch is not None:
+        sql = "SELECT model, probe, count(*) FROM results WHERE epoch = $epoch GROUP BY ALL"
+    else:
+        sql = (
+            "SELECT t.model, t.probe, sum(t.answers) FROM answer_tallies t "
+            "SEMI JOIN cells c ON c.cell_id = t.cell_id GROUP BY ALL HAVING sum(t.answers) > 0"
+        )
+    found = con.execute(sql, {"epoch": epoch} if epoch is not None else {}).fetchall()
+    return {(str(m), str(p)): int(n) for m, p, n in found}
 
 
 def _unstable_by_model(

@@ -23,6 +23,7 @@ from needlescope.warehouse.store.figures import (
     UNSTABLE_VARIABLE,
     needle_counts_sql,
     quoted,
+    result_axes,
     summary_sql,
     tallied_counts_sql,
 )
@@ -109,6 +110,23 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
     same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
     variant = [a for a in AXES if a != "length"]
     same_variant = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM k."{a}"' for a in variant)
+    found = (
+        # the hallucination tallies: per cell and interval, kept up to date by the rollups
+        f"""SELECT {result_axes(AXES)}, t.key_from, t.key_to,
+                   sum(t.hallucinations)::BIGINT AS hallucinations
+            FROM hallucination_tallies t JOIN cells c USING (cell_id)
+            WHERE t.{COUNTED}
+            GROUP BY ALL"""
+        if source == "results"
+        # the hallucinations view's rows (those of the answers in results), by config
+        else f"""SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
+                   count(*) AS hallucinations
+            FROM raw_hallucinations h
+            JOIN {source} r ON r.run_id = h.run_id AND r.epoch = h.epoch
+                AND r.cell_id = h.cell_id
+            WHERE r.{COUNTED}
+            GROUP BY ALL"""
+    )
     parsed = (
         # the graded answers per config: recall_stats' count, from the tallies
         f"SELECT {cols}, graded AS parsed_answers FROM recall_stats WHERE graded > 0"
@@ -118,16 +136,7 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
     )
     return con.sql(
         f"""
-        WITH parsed AS ({parsed}), found AS (
-            -- the hallucinations view's rows (those of the answers in results), by config
-            SELECT {", ".join(f'r."{a}"' for a in AXES)}, h.key_from, h.key_to,
-                   count(*) AS hallucinations
-            FROM raw_hallucinations h
-            JOIN {source} r ON r.run_id = h.run_id AND r.epoch = h.epoch
-                AND r.cell_id = h.cell_id
-            WHERE r.{COUNTED}
-            GROUP BY ALL
-        ), intervals AS (
+        WITH parsed AS ({parsed}), found AS ({found}), intervals AS (
             SELECT DISTINCT {quoted(variant)}, key_from, key_to FROM found
         ), grid AS (
             SELECT p.*, k.key_from, k.key_to
@@ -156,7 +165,17 @@ def run_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 
 def error_counts(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
-    """Failed cells (those of ``failed_cells``) per model and error kind."""
+    """Failed cells (those of ``failed_cells``) per model and error kind (of ``results``:
+    counted by the answer tallies)."""
+    if source == "results":
+        return con.sql(
+            """
+            SELECT t.model, t.error_kind, sum(t.answers)::BIGINT AS cells
+            FROM answer_tallies t SEMI JOIN cells c ON c.cell_id = t.cell_id
+            WHERE t.error_kind IS NOT NULL
+            GROUP BY ALL HAVING sum(t.answers) > 0 ORDER BY cells DESC, model, error_kind
+            """
+        ).pl()
     return con.sql(
         f"""
         SELECT model, error_kind, count(*) AS cells

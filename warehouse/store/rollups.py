@@ -48,10 +48,11 @@ from needlescope.warehouse.store.schema import TABLES
 ROLLUPS = "rollups"
 # A generation of another format is ignored (and replaced by the next compaction). 2: the
 # answer tallies and result epochs (accuracy_by_length, recall_stats) joined the needle tallies.
-FORMAT = 2
+# 3: the hallucination tallies, and the failed requests' error kinds in the answer tallies.
+FORMAT = 3
 CURRENT = "current.json"
 DATA = "data"
-COVERED_TABLES = ("answers", "needle_outcomes")
+COVERED_TABLES = ("answers", "needle_outcomes", "hallucinations")
 MAX_DELTAS = 8  # past this many tally (or attempt) files a generation's are merged into one
 
 ATTEMPTS = pa.schema(
@@ -63,6 +64,7 @@ ATTEMPTS = pa.schema(
         ("model", pa.string()),
         ("answered_at", pa.timestamp("us", tz="UTC")),
         ("graded", pa.bool_()),
+        ("error_kind", pa.string()),
         ("validity", pa.string()),
         ("parse_ok", pa.bool_()),
         ("accuracy", pa.float64()),  # as `results` has it (tallies.sql: result_accuracy)
@@ -91,6 +93,7 @@ ANSWER_TALLIES = pa.schema(
         ("model", pa.string()),
         ("validity", pa.string()),
         ("graded", pa.bool_()),
+        ("error_kind", pa.string()),
         ("parse_ok", pa.bool_()),
         ("accuracy", pa.float64()),
         ("answers", pa.int64()),
@@ -99,6 +102,19 @@ ANSWER_TALLIES = pa.schema(
     ]
 )
 ANSWER_MEASURES = ("answers", "latencies", "latency_sum")
+# Per (cell, probe, model, validity, anchor interval): the hallucinated values of the answers
+# `results` picks that fell between those needles (the hallucination heatmaps' counts).
+INVENTED = pa.schema(
+    [
+        ("cell_id", pa.string()),
+        ("probe", pa.string()),
+        ("model", pa.string()),
+        ("validity", pa.string()),
+        ("key_from", pa.int64()),
+        ("key_to", pa.int64()),
+        ("hallucinations", pa.int64()),
+    ]
+)
 # The (epoch, config) pairs of `results`: a config's axes (figures.AXES), or its cell id when
 # the cell was not written when the pair was counted (then the axes are NULL).
 EPOCHS = pa.schema(
@@ -129,14 +145,15 @@ class Generation:
     tallies: tuple[Path, ...]
     answers: tuple[Path, ...]
     epochs: tuple[Path, ...]
+    invented: tuple[Path, ...]
     covered: Mapping[str, frozenset[Path]]
-    # attempts with needle rows in covered files but no answer when they were covered (a
-    # batch being written, or a crash's leftovers): if their answer comes, those rows count
+    # attempts with needle or hallucination rows in covered files but no answer when they were
+    # covered (a batch being written, or a crash's leftovers): if their answer comes, they count
     pending: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def files(self) -> set[Path]:
-        return {*self.attempts, *self.tallies, *self.answers, *self.epochs}
+        return {*self.attempts, *self.tallies, *self.answers, *self.epochs, *self.invented}
 
 
 @dataclass
@@ -148,6 +165,7 @@ class Split:
     tallies: list[Path] = field(default_factory=list)
     answers: list[Path] = field(default_factory=list)
     epochs: list[Path] = field(default_factory=list)
+    invented: list[Path] = field(default_factory=list)
     covered: dict[str, list[Path]] = field(default_factory=dict)
     fresh: dict[str, list[Path]] = field(default_factory=dict)
     pending: list[tuple[str, str, str]] = field(default_factory=list)
@@ -170,6 +188,7 @@ def current(root: Path) -> Generation | None:
         tallies=tuple(root / p for p in body["tallies"]),
         answers=tuple(root / p for p in body["answers"]),
         epochs=tuple(root / p for p in body["epochs"]),
+        invented=tuple(root / p for p in body["invented"]),
         covered={
             t: frozenset(root / p for p in body["covered"].get(t, [])) for t in COVERED_TABLES
         },
@@ -192,6 +211,7 @@ def split(root: Path, snap: Snapshot, gen: Generation | None) -> Split:
         tallies=list(gen.tallies),
         answers=list(gen.answers),
         epochs=list(gen.epochs),
+        invented=list(gen.invented),
         pending=list(gen.pending),
         used=True,
     )
@@ -292,9 +312,12 @@ def tallies_sql(
         "rollup:tallies": (parts.tallies, TALLIES),
         "rollup:answers": (parts.answers, ANSWER_TALLIES),
         "rollup:epochs": (parts.epochs, EPOCHS),
-        "covered:needle_outcomes": (parts.covered["needle_outcomes"], TABLES["needle_outcomes"]),
-        "fresh:answers": (parts.fresh["answers"], TABLES["answers"]),
-        "fresh:needle_outcomes": (parts.fresh["needle_outcomes"], TABLES["needle_outcomes"]),
+        "rollup:invented": (parts.invented, INVENTED),
+        **{
+            f"{kind}:{table}": (getattr(parts, kind)[table], TABLES[table])
+            for kind in ("covered", "fresh")
+            for table in COVERED_TABLES
+        },
     }
     text = text.replace("{rollup:pending}", pending_sql(parts.pending if live_from is None else []))
     for name, (files, schema) in reads.items():

@@ -34,6 +34,7 @@ from needlescope.warehouse.store.rollups import (
     DATA,
     EPOCHS,
     FORMAT,
+    INVENTED,
     MAX_DELTAS,
     MEASURES,
     TALLIES,
@@ -52,6 +53,7 @@ class RollupReport:
     attempts: int = 0
     tally_rows: int = 0
     answer_rows: int = 0
+    invented_rows: int = 0
     merged: bool = False
     rebuilt: bool = False
     seconds: float = 0.0
@@ -78,12 +80,14 @@ def update(
         "tallies": list(parts.tallies),
         "answers": list(parts.answers),
         "epochs": list(parts.epochs),
+        "invented": list(parts.invented),
     }
     pending = list(parts.pending)
     if report.fresh_files or not parts.used:
         fresh, pending = _count_fresh(snap, parts)
         report.attempts, report.tally_rows = fresh["attempts"].num_rows, fresh["tallies"].num_rows
         report.answer_rows = fresh["answers"].num_rows
+        report.invented_rows = fresh["invented"].num_rows
         for kind, data in fresh.items():
             if data.num_rows:
                 files[kind].append(_write(folder, kind, data.cast(SCHEMAS[kind])))
@@ -96,7 +100,13 @@ def update(
     return report
 
 
-SCHEMAS = {"attempts": ATTEMPTS, "tallies": TALLIES, "answers": ANSWER_TALLIES, "epochs": EPOCHS}
+SCHEMAS = {
+    "attempts": ATTEMPTS,
+    "tallies": TALLIES,
+    "answers": ANSWER_TALLIES,
+    "epochs": EPOCHS,
+    "invented": INVENTED,
+}
 
 
 # A new (epoch, cell) pair keyed by its config's axes (as `results` has them), or by its cell
@@ -112,14 +122,14 @@ def _count_fresh(
     snap: Snapshot, parts: Split
 ) -> tuple[dict[str, pa.Table], list[tuple[str, str, str]]]:
     """What the fresh files add, by kind (their attempts the rollup does not hold yet, the
-    needle and answer tally deltas, the new (epoch, config) pairs), and the attempts still
-    pending."""
+    needle, answer and hallucination tally deltas, the new (epoch, config) pairs), and the
+    attempts still pending."""
     con = duckdb.connect()
     try:
         compaction.use_snapshot(con, snap)
         use_split(con, parts)
         con.execute(views.views_sql())
-        # the three deltas read the changed picks: find them once (a window over every
+        # the deltas read the changed picks: find them once (a window over every
         # attempt of the touched cells; every attempt when rebuilding)
         con.execute("CREATE TEMP TABLE changes AS SELECT * FROM pick_changes")
         con.execute("CREATE OR REPLACE VIEW pick_changes AS SELECT * FROM changes")
@@ -136,6 +146,9 @@ def _count_fresh(
             "tallies": con.sql("SELECT * FROM tally_delta").to_arrow_table(),
             "answers": con.sql("SELECT * FROM answer_delta WHERE answers <> 0").to_arrow_table(),
             "epochs": con.sql(_NEW_EPOCHS).to_arrow_table(),
+            "invented": con.sql(
+                "SELECT * FROM invented_delta WHERE hallucinations <> 0"
+            ).to_arrow_table(),
         }
         return data, _still_pending(con, list(parts.pending))
     finally:
@@ -170,12 +183,14 @@ def _write_generation(
 def _still_pending(
     con: duckdb.DuckDBPyConnection, pending: list[tuple[str, str, str]]
 ) -> list[tuple[str, str, str]]:
-    """The attempts with needle rows (in the files the new generation covers) and no answer
-    the rollup or the fresh files know: the last generation's, and the fresh needle files'."""
+    """The attempts with needle or hallucination rows (in the files the new generation covers)
+    and no answer the rollup or the fresh files know: the last generation's, and the fresh
+    needle and hallucination files'."""
     rows = con.execute(
         """
         WITH keys AS (
             SELECT run_id, epoch, cell_id FROM {fresh}
+            UNION SELECT run_id, epoch, cell_id FROM fresh_invented_rows
             UNION SELECT run_id, epoch, cell_id FROM {pending}
         )
         SELECT run_id, epoch, cell_id FROM keys k
@@ -211,6 +226,7 @@ def _merge_deltas(folder: Path, files: dict[str, list[Path]]) -> dict[str, list[
         "answers": _summed(ANSWER_TALLIES, ANSWER_MEASURES, "answers"),
         "attempts": "SELECT * FROM read_parquet($files) ORDER BY epoch, cell_id",
         "epochs": "SELECT DISTINCT * FROM read_parquet($files) ORDER BY ALL",
+        "invented": _summed(INVENTED, ("hallucinations",), "hallucinations"),
     }
     con = duckdb.connect()
     try:
