@@ -322,10 +322,12 @@ def _compared(
     resamples: int,
 ) -> Comparison:
     needle_params: dict[str, Any] = {}
-    # A side's epoch, stated on its needle rows: the scan then reads that epoch's row groups only
+    # A side's model and epoch, stated on its needle rows: the scan then reads their row groups only
     # (the sides are tables here, so the optimiser cannot carry their filter over the join).
     epochs = ""
     for alias, side in (("oa", a), ("ob", b)):
+        needle_params[f"{alias}_model"] = side.model
+        epochs += f" AND {alias}.model = ${alias}_model"
         if side.epoch is not None:
             needle_params[f"{alias}_epoch"] = side.epoch
             epochs += f" AND {alias}.epoch = ${alias}_epoch"
