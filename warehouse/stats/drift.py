@@ -9,6 +9,7 @@ from typing import Any
 import duckdb
 
 from needlescope.warehouse.stats.intervals import DEFAULT_RESAMPLES
+from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.significance import Comparison, Side, paired_comparison
 from needlescope.warehouse.stats.sql import json_float
 
@@ -20,6 +21,16 @@ def previous_epoch(
     config name with ``epoch``'s runs and started earlier (an epoch starts with its first
     run), the latest with a graded answer (no request error) of ``model`` for ``probe``.
     None if there is none, or ``epoch`` has no run in the ``runs`` view."""
+    return remembered(
+        con,
+        ("previous_epoch", model, epoch, probe),
+        lambda: _previous_epoch(con, model, epoch, probe),
+    )
+
+
+def _previous_epoch(
+    con: duckdb.DuckDBPyConnection, model: str, epoch: str, probe: str
+) -> str | None:
     row = con.execute(
         """
         WITH starts AS (

@@ -14,10 +14,7 @@ comparisons.
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -30,6 +27,7 @@ from needlescope.warehouse.stats.intervals import (
     mcnemar_p,
     mean_interval,
 )
+from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.sql import (
     json_float,
     quoted,
@@ -258,31 +256,13 @@ def paired_comparison(
     accuracy 0); see :class:`Comparison` for the figures.
     """
     a, b, pairing = _sides(a, b)
-    # The same comparison of the same files (the views read immutable files, named in the
-    # connection's variables) is the same: a report asks for a model's drift in two sections
-    # and again among its comparisons.
-    key = (_files(con), a, b, probe, seed, resamples)
-    with _MEMO_LOCK:
-        found = _MEMO.get(key)
-    if found is not None:
-        return found
-    found = _compare_sides(con, a, b, pairing, probe, seed, resamples)
-    with _MEMO_LOCK:
-        _MEMO[key] = found
-        while len(_MEMO) > MEMO_SIZE:
-            _MEMO.popitem(last=False)
-    return found
-
-
-MEMO_SIZE = 64
-_MEMO: OrderedDict[tuple[Any, ...], Comparison] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-
-
-def _files(con: duckdb.DuckDBPyConnection) -> str:
-    """What the connection's views read: its variables (the file lists among them)."""
-    rows = con.execute("SELECT name, value::VARCHAR FROM duckdb_variables() ORDER BY name")
-    return hashlib.sha256(repr(rows.fetchall()).encode()).hexdigest()
+    # The same comparison of the same files is the same: a report asks for a model's drift in
+    # two sections and again among its comparisons, sometimes at once.
+    return remembered(
+        con,
+        ("paired_comparison", a, b, probe, seed, resamples),
+        lambda: _compare_sides(con, a, b, pairing, probe, seed, resamples),
+    )
 
 
 def _compare_sides(
