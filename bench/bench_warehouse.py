@@ -702,8 +702,8 @@ def timed(module, name, label):
             phases[label] = phases.get(label, 0.0) + time.perf_counter() - start
     setattr(module, name, wrapper)
 timed(report, "_connect", "views")
-timed(data, "snapshot", "snapshot of results")
 timed(data, "load", "statistics queries")
+timed(report.summary_section, "collect", "summary (on its own connection, beside)")
 try:
     from needlescope.warehouse.report import extras as report_extras
 except ImportError:
@@ -713,6 +713,7 @@ if report_extras is not None and sys.argv[2:] == ["core"]:
     report_extras.collect = lambda *args, **kwargs: report_extras.Extras()
 elif report_extras is not None:
     timed(report_extras, "collect", "report_extras.collect")
+    timed(report_extras, "_in_background", "extras in the background (beside)")
 timed(report, "probe_figures", "probe charts data")
 timed(tables, "write_excel", "stats.xlsx")
 timed(vega, "chart_spec", "chart specs")
