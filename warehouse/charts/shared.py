@@ -94,10 +94,11 @@ def facet(
     title: alt.TitleParams,
     *,
     columns: int = PANEL_COLUMNS,
-    independent_y: bool = False,
+    shared_axes: bool = False,
 ) -> Chart:
     """One panel per value of ``panel``, wrapped in rows of ``columns``; the chart alone
-    when ``panel`` is None. The colour scale is shared by all panels."""
+    when ``panel`` is None. The colour scale is shared by all panels; ``shared_axes``: the x
+    and y scales too (drawn once per row and column of panels)."""
     if panel is None:
         return layered.properties(title=title)
     panels = first_seen(frame, panel)
@@ -106,9 +107,9 @@ def facet(
         facet=alt.Facet(f"{panel}:N", sort=panels, title=None, header=header),
         columns=min(columns, len(panels)),
     ).properties(title=title)
-    # Every panel keeps its own lengths (and needle indices) and draws its own axes.
-    if independent_y:
-        return faceted.resolve_scale(x="independent", y="independent", color="shared")
+    if shared_axes:
+        return faceted.resolve_scale(x="shared", y="shared", color="shared")
+    # Every panel keeps its own lengths and draws its own axes.
     return faceted.resolve_scale(x="independent", color="shared")
 
 
@@ -251,7 +252,9 @@ def heatmap(
     def panels(part: pl.DataFrame, heading: alt.TitleParams) -> Chart:
         rect = alt.Chart(part).mark_rect().encode(**encoding)
         rect = rect.properties(width=alt.Step(x_step), height=alt.Step(y_step))
-        return facet(rect, part, panel, heading, columns=4, independent_y=True)
+        # The panels of a block share their lengths and needle indices: one axis per row and
+        # column of panels (80 panels' own axes were a third of a static heatmap's drawing)
+        return facet(rect, part, panel, heading, columns=4, shared_axes=True)
 
     if row is None:
         return panels(data, chart_title(title, subtitle))
