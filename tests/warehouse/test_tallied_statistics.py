@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 from needlescope.warehouse.report.drilldown import select, targets
 from needlescope.warehouse.stats import accuracy, stats, tallied
 from needlescope.warehouse.stats.intervals import BOOTSTRAP_MAX_N, mean_interval
-from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
+from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update, views
 from needlescope.warehouse.store.figures import AXES, summary_sql
 from tests.warehouse.test_answer_tallies import awkward
 from tests.warehouse.test_view_fast_paths import answer
@@ -183,3 +183,20 @@ def test_a_large_groups_interval_is_the_normal_one_of_its_values() -> None:
     assert method is None and lo != lo and hi != hi  # NaN, as mean_interval([]) gives
     boot = tallied.interval(40, sum(small) / 40, 0.0, counted, 3)
     assert boot == mean_interval(small, seed=3)[1:] and boot[2] == "bootstrap"
+
+
+def test_a_connection_beside_reads_the_same_snapshot(tmp_path: Path) -> None:
+    store = awkward(tmp_path / "wh")
+    con = store.connect()
+    try:
+        other = views.beside(con)
+        # an answer written after the report's connection took its snapshot
+        store.append("answers", [answer("a0", "e9", "r9", 1, accuracy=10.0)])
+        query = "SELECT (SELECT count(*) FROM results), (SELECT sum(answers) FROM answer_tallies)"
+        assert other.execute(query).fetchall() == con.execute(query).fetchall()
+        fresh = store.connect()
+        assert fresh.execute(query).fetchone()[0] == con.execute(query).fetchone()[0] + 1
+        fresh.close()
+        other.close()
+    finally:
+        con.close()

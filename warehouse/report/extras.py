@@ -12,6 +12,7 @@ are built and drawn; the page waits for it (:attr:`Extras.sections`, :attr:`Extr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from needlescope.warehouse.report.html import failed, template
 from needlescope.warehouse.report.sections import answers_side, run_metadata
 from needlescope.warehouse.report.sections import compare as compare_section
 from needlescope.warehouse.report.sections import statistics as statistics_section
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store import views
 
 DEFAULT_THRESHOLD: float | None = None  # each probe's own (effective_length.default_threshold)
 STYLES = ("drilldown", "compare", "statistics", "run_metadata")  # templates/<name>.css
@@ -61,6 +62,11 @@ class Extras:
         if isinstance(self._later, Future):
             self._later = self._later.result()
         return self._later
+
+    def settle(self) -> None:
+        """Wait for the background work to end, whatever its outcome."""
+        if isinstance(self._later, Future):
+            futures.wait([self._later])
 
     @property
     def sections(self) -> list[Section]:
@@ -113,8 +119,8 @@ def _later(
     return Later(sections, tail)
 
 
-def _in_background(root: Path, **options: Any) -> Later:
-    con = Warehouse(root).connect()
+def _in_background(con: duckdb.DuckDBPyConnection, **options: Any) -> Later:
+    """:func:`_later` on ``con`` (a connection of this thread's own, closed here)."""
     try:
         return _later(con, **options)
     finally:
@@ -157,9 +163,10 @@ def collect(
     ``own_figures``: each probe's own charts and their drill-down targets (None for the
     probes drawn with the shared recall charts, whose needle heatmaps the drill-down serves
     too); ``variant_axes``: the axes report.py labels the needle heatmaps' blocks with (when
-    they vary). With ``root`` (the warehouse), the slow part runs in the background on its
-    own connection and reads the ``results`` view rather than ``source`` (a temporary table
-    of ``con``).
+    they vary). With ``root`` (the warehouse), the slow part runs in the background on a
+    connection beside ``con`` (the same views: ``con`` stays open until the page has its
+    sections) and reads the ``results`` view rather than ``source`` (a temporary table of
+    ``con``).
     """
     names = [p.probe for p in probes]
     targets = drill_targets(probes, own_figures, variant_axes)
@@ -185,7 +192,7 @@ def collect(
         return Extras(probe_html, _later(con, source=source, **options))
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-extras")
     try:
-        job = worker.submit(_in_background, Path(root), source="results", **options)
+        job = worker.submit(_in_background, views.beside(con), source="results", **options)
     finally:
         worker.shutdown(wait=False)  # the thread ends with its one job
     return Extras(probe_html, job)

@@ -14,6 +14,7 @@ import contextlib
 import html
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent import futures
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -33,7 +34,7 @@ from needlescope.warehouse.report.html import anchor, failed, fill, frame_table,
 from needlescope.warehouse.report.sections import probe as probe_section
 from needlescope.warehouse.report.sections import summary as summary_section
 from needlescope.warehouse.stats import stats, tables
-from needlescope.warehouse.store import Warehouse, figures
+from needlescope.warehouse.store import Warehouse, figures, views
 from needlescope.warehouse.store.schema import TABLES
 
 HEATMAPS = frozenset(drilldown.HEATMAPS)  # the needle heatmaps: drawn first, they take longest
@@ -77,14 +78,18 @@ def write_report(
         # The renderers start their Vega runtimes while the queries run.
         warming = [draw.submit(render.warm_up, vl) for _ in range(2)]
         con = _connect(Path(root))
-        # The summary (first on the page) on a connection of its own, beside everything else.
-        summary = side.submit(
-            summary_section.collect,
-            Path(root),
-            threshold=effective_threshold,
-            spread=spread,
-        )
+        summary: Future[Any] | None = None
+        added: extras.Extras | None = None
         try:
+            # The summary (first on the page) beside everything else, on a connection to the
+            # same views: every section reads one snapshot of the warehouse.
+            summary = side.submit(
+                summary_section.collect,
+                Path(root),
+                threshold=effective_threshold,
+                spread=spread,
+                con=views.beside(con),
+            )
             # Every figure pooling all epochs is read from the tallies; what needs each
             # answer (hallucinations, failed requests) reads `results`.
             source = "results"
@@ -101,39 +106,46 @@ def write_report(
                 source=source,
                 effective_threshold=effective_threshold,
                 unstable_spread=spread,
-                root=Path(root),  # its slow part runs beside the charts, on its own connection
+                root=Path(root),  # its slow part runs beside the charts, beside con
             )
+            # The tables first: openpyxl is pure Python and would crawl beside the renders.
+            tables.write_csv(table, out / "stats.csv")
+            tables.write_excel(table, out / "stats.xlsx")
+            drawing = _Drawing(draw, out, vl)
+            sections = [
+                (
+                    anchor("probe", probe.probe),
+                    f"Probe: {probe.probe}",
+                    probe_section.section(
+                        probe,
+                        drawing.draw(
+                            probe.probe, _figures(probe, own[probe.probe]), _no_data(probe)
+                        ),
+                        unstable_range,
+                        added.probe_html.get(probe.probe, ""),
+                        empty=drawing.empty,
+                    ),
+                )
+                for probe in probes
+            ]
+            if probes:
+                try:
+                    rows, flags = summary.result()
+                    first = summary_section.section(rows, flags, threshold=effective_threshold)
+                except extras.FAILURES as exc:  # the page keeps its sections: say what is missing
+                    first = f"<section id='summary'><h2>Summary</h2>{failed('the summary', exc)}"
+                    first += "</section>"
+                sections.insert(0, ("summary", "Summary", first))
+            page = _page(root, sections, errors, runs, drawing.specs, bundle.result(), added)
+            for job in [*warming, *drawing.saved]:
+                job.result()
         finally:
+            # the connections beside con end with it: let their work end first
+            if summary is not None:
+                futures.wait([summary])
+            if added is not None:
+                added.settle()
             con.close()
-        # The tables first: openpyxl is pure Python and would crawl beside the renders.
-        tables.write_csv(table, out / "stats.csv")
-        tables.write_excel(table, out / "stats.xlsx")
-        drawing = _Drawing(draw, out, vl)
-        sections = [
-            (
-                anchor("probe", probe.probe),
-                f"Probe: {probe.probe}",
-                probe_section.section(
-                    probe,
-                    drawing.draw(probe.probe, _figures(probe, own[probe.probe]), _no_data(probe)),
-                    unstable_range,
-                    added.probe_html.get(probe.probe, ""),
-                    empty=drawing.empty,
-                ),
-            )
-            for probe in probes
-        ]
-        if probes:
-            try:
-                rows, flags = summary.result()
-                first = summary_section.section(rows, flags, threshold=effective_threshold)
-            except extras.FAILURES as exc:  # the page keeps its sections: say what is missing
-                first = f"<section id='summary'><h2>Summary</h2>{failed('the summary', exc)}"
-                first += "</section>"
-            sections.insert(0, ("summary", "Summary", first))
-        page = _page(root, sections, errors, runs, drawing.specs, bundle.result(), added)
-        for job in [*warming, *drawing.saved]:
-            job.result()
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path

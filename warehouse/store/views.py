@@ -51,6 +51,18 @@ def create_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     con.execute(views_sql())
 
 
+def beside(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection to ``con``'s views for another thread: the same snapshot (the views read
+    file lists from variables, which are per connection: copied), none of the work of making
+    them again. It works while ``con`` stays open."""
+    other = con.cursor()
+    for (name,) in con.execute("SELECT name FROM duckdb_variables()").fetchall():
+        # getvariable keeps the value's type (duckdb_variables() shows it as text)
+        (value,) = con.execute("SELECT getvariable(?)", [name]).fetchone() or (None,)
+        other.execute(f"SET VARIABLE {name} = ?", [value])
+    return other
+
+
 def views_file_sql(root: Path) -> str:
     """The views of the ``duckdb`` CLI's views file: globs that see later appends, and the
     needles counted from the raw rows."""

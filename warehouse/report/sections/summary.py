@@ -27,11 +27,16 @@ FLAG_SOURCES: list[Callable[[duckdb.DuckDBPyConnection], Flags]] = [gate_flags]
 
 
 def collect(
-    root: Path, *, threshold: float | None, spread: float, seed: int = 0
+    root: Path,
+    *,
+    threshold: float | None,
+    spread: float,
+    seed: int = 0,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[list[Overview], dict[tuple[str, str], list[Flag]]]:
-    """The rows and the other sections' flags, on a connection of its own (the report runs
-    this beside its charts)."""
-    con = Warehouse(root).connect()
+    """The rows and the other sections' flags, on a connection of their own (the report runs
+    this beside its charts, on ``con``: a connection to its views, closed here)."""
+    con = con if con is not None else Warehouse(root).connect()
     try:
         probes = result_probes(con)
         latest = {p: latest_epoch(con, p) for p in probes}
