@@ -10,12 +10,13 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from needlescope.flows.cli import app
 from needlescope.warehouse.stats import stats
-from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update
+from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update, views
 from tests.warehouse.test_answer_tallies import check_answer_figures
 from tests.warehouse.test_view_fast_paths import (
     PLAIN_POSITION_ACCURACY,
@@ -220,3 +221,26 @@ def test_the_views_file_counts_from_the_raw_rows(tmp_path: Path) -> None:
         assert check_answer_figures(con).height > 0
     finally:
         con.close()
+
+
+def test_the_rollups_read_the_cells_as_the_views_do(tmp_path: Path) -> None:
+    """The update creates only the `cells` view and the `result_region` macro (views.sql's own
+    text): they give what the whole views give."""
+    store = seeded(tmp_path / "wh")
+    root = store.root.resolve()
+    con = store.connect()
+    alone = duckdb.connect()
+    try:
+        compaction.use_snapshot(alone, compaction.snapshot(root))
+        alone.execute(views.some_views_sql(("cells", "result_region")))
+        query = "SELECT *, result_region(region, depth) AS shown FROM cells"
+        expected = ordered(con, query)
+        assert expected.height == 3
+        assert_frame_equal(ordered(alone, query), expected)
+        created = {r[0] for r in alone.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        assert "cells" in created and "results" not in created
+    finally:
+        con.close()
+        alone.close()
+    with pytest.raises(KeyError, match="no view or macro results_x"):
+        views.some_views_sql(("results_x",))

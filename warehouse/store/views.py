@@ -4,6 +4,8 @@ the views file of the ``duckdb`` CLI."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -41,6 +43,26 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     for table in TABLES:
         text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
     return text
+
+
+def some_views_sql(names: Sequence[str]) -> str:
+    """Only the views and macros ``names`` of views.sql, reading the connection's snapshot
+    (none of them may build on another view of views.sql): binding every view reads
+    every file's footer many times over, which a writer that needs two of them need not pay."""
+    text = resources.files("needlescope.warehouse.store").joinpath("views.sql").read_text()
+    parts = []
+    for name in names:
+        # a statement of views.sql ends on the first line that ends with a semicolon
+        found = re.search(
+            rf"^CREATE OR REPLACE (?:VIEW|MACRO) {re.escape(name)}\b.*?;$", text, re.M | re.S
+        )
+        if found is None:
+            raise KeyError(f"views.sql defines no view or macro {name}")
+        parts.append(found.group(0))
+    sql = "\n".join(parts)
+    for table in TABLES:
+        sql = sql.replace(f"{{table:{table}}}", table_sql(table))
+    return sql
 
 
 def create_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
