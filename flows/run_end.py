@@ -1,8 +1,12 @@
-"""The end of a run: its ``end`` row and summary, then drift against the previous epoch,
-compaction and the views file (none of which can fail the run)."""
+"""The end of a run: its ``end`` row and summary, then compaction, drift against the previous
+epoch and the views file (none of which can fail the run)."""
 
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import duckdb
 from prefect.states import Completed, Failed, State
 
 from needlescope.config import SweepConfig
@@ -23,8 +27,8 @@ def finish_run(
     logger: Any,
     flow_run_id: str | None,
 ) -> State:
-    """The run's ``end`` row and summary; drift, the gates (a shard's run judges none),
-    compaction and the views file after it."""
+    """The run's ``end`` row and summary; compaction, drift, the gates (a shard's run judges
+    none) and the views file after it."""
     summary = run_summary(run_id, epoch, store, plan, sweeps, only_context)
     notes = []
     if unsent := summary["cells_unsent"]:
@@ -58,15 +62,37 @@ def finish_run(
     store.append("runs", [end])
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
-    summary["drift"] = epoch_drift(store, epoch, config.seed, logger)
-    gate_failed = None
-    if plan.whole_epoch and not only_context:
-        gate_failed = judge_and_alert(config, store, epoch, summary, logger)
+    gate_failed = after_end(
+        config, store, epoch, summary, plan.whole_epoch and not only_context, logger
+    )
+    return final_state(summary, gate_failed)
+
+
+def after_end(
+    config: SweepConfig,
+    store: Warehouse,
+    epoch: str,
+    summary: dict[str, Any],
+    judge: bool,
+    logger: Any,
+) -> str | None:
+    """Compaction, then drift and (``judge``) the gates into ``summary``, the views file
+    refreshed meanwhile; the failed gate's message, or None."""
+    # Compaction first: drift and the gates then read a few merged files, not every batch's.
     if config.compact:
         compact_warehouse(store, logger)
-    if not store.refresh_views_file():
+    gate_failed = None
+    # The views file needs the merged files, drift and the gates only a snapshot: they overlap
+    # (DuckDB works outside the GIL), and the run ends when both are done.
+    with ThreadPoolExecutor(1) as pool:
+        refreshed = pool.submit(store.refresh_views_file)
+        with shared_reader(store) as con:
+            summary["drift"] = epoch_drift(store, epoch, config.seed, logger, con)
+            if judge:
+                gate_failed = judge_and_alert(config, store, epoch, summary, logger, con)
+    if not refreshed.result():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
-    return final_state(summary, gate_failed)
+    return gate_failed
 
 
 def final_state(summary: dict[str, Any], gate_failed: str | None) -> State:
@@ -159,19 +185,43 @@ def compact_warehouse(store: Warehouse, logger: Any) -> None:
         )
 
 
+@contextlib.contextmanager
+def shared_reader(store: Warehouse) -> Iterator[duckdb.DuckDBPyConnection | None]:
+    """One connection with the views for the run's end (creating the views reads every file's
+    footer), or None when the warehouse cannot be read: each step then connects, and reports
+    its failure, itself."""
+    try:
+        con = store.connect()
+    except Exception:
+        yield None
+        return
+    try:
+        yield con
+    finally:
+        con.close()
+
+
 def epoch_drift(
-    store: Warehouse, epoch: str, seed: int, logger: Any
+    store: Warehouse,
+    epoch: str,
+    seed: int,
+    logger: Any,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> list[dict[str, Any]] | None:
     """Each model's recall accuracy against its previous epoch on the same cells; a change
-    whose paired bootstrap 95% interval excludes zero is flagged. Never fails the sweep."""
+    whose paired bootstrap 95% interval excludes zero is flagged. Never fails the sweep.
+    ``con``: a connection with the views to read (else one of its own)."""
     from needlescope.warehouse.stats.drift import drift_summary
 
     try:
-        con = store.connect()
-        try:
+        if con is not None:
             drift = drift_summary(con, epoch, seed)
-        finally:
-            con.close()
+        else:
+            own = store.connect()
+            try:
+                drift = drift_summary(own, epoch, seed)
+            finally:
+                own.close()
     except Exception as exc:  # the answers are stored; a failed comparison only loses a note
         logger.warning("drift against the previous epoch not computed: %s", exc)
         return None

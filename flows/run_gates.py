@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
+
 from needlescope.config import SweepConfig
 from needlescope.gate_results import (
     FAILED_CELLS_EVENT,
@@ -39,21 +41,27 @@ class Verdicts:
 
 
 def judge_epoch(
-    config: SweepConfig, store: Warehouse, epoch: str, models: Sequence[str] | None = None
+    config: SweepConfig,
+    store: Warehouse,
+    epoch: str,
+    models: Sequence[str] | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> Verdicts:
-    """The config's gates over ``epoch`` (sending nothing) and each model's serving changes."""
+    """The config's gates over ``epoch`` (sending nothing) and each model's serving changes.
+    ``con``: a connection with the views to read (else one of its own)."""
     from needlescope.warehouse.stats.gates import evaluate_epoch, serving_changes
 
-    con = store.connect()
+    reader = con if con is not None else store.connect()
     try:
         gates = (
-            evaluate_epoch(con, config.gates, epoch, models=models, seed=config.seed)
+            evaluate_epoch(reader, config.gates, epoch, models=models, seed=config.seed)
             if config.gates
             else []
         )
-        return Verdicts(gates, serving_changes(con, epoch))
+        return Verdicts(gates, serving_changes(reader, epoch))
     finally:
-        con.close()
+        if con is None:
+            reader.close()
 
 
 def prefect_server_configured() -> bool:
@@ -118,14 +126,20 @@ def emit_alerts(
 
 
 def judge_and_alert(
-    config: SweepConfig, store: Warehouse, epoch: str, summary: dict[str, Any], logger: Any
+    config: SweepConfig,
+    store: Warehouse,
+    epoch: str,
+    summary: dict[str, Any],
+    logger: Any,
+    con: duckdb.DuckDBPyConnection | None = None,
 ) -> str | None:
     """At a sweep's end: the gates judged into ``summary`` (``gates``, ``serving_changes``,
     ``alerts_sent``), alerts emitted; the flow run's Failed message, or None. A gate that
-    cannot be judged fails the run rather than pass unseen."""
+    cannot be judged fails the run rather than pass unseen. ``con``: as :func:`judge_epoch`."""
     verdicts, unjudged = Verdicts(), None
     try:
-        verdicts = judge_epoch(config, store, epoch, [m.name for m in config.tested_models()])
+        models = [m.name for m in config.tested_models()]
+        verdicts = judge_epoch(config, store, epoch, models, con)
     except Exception as exc:
         unjudged = f"gates not evaluated: {type(exc).__name__}: {exc}"
         logger.error(unjudged)
