@@ -190,15 +190,16 @@ def shared_reader(store: Warehouse) -> Iterator[duckdb.DuckDBPyConnection | None
     """One connection with the views for the run's end (creating the views reads every file's
     footer), or None when the warehouse cannot be read: each step then connects, and reports
     its failure, itself."""
+    con: duckdb.DuckDBPyConnection | None
     try:
         con = store.connect()
     except Exception:
-        yield None
-        return
+        con = None
     try:
         yield con
     finally:
-        con.close()
+        if con is not None:
+            con.close()
 
 
 def epoch_drift(
