@@ -23,8 +23,13 @@ _lock = threading.Lock()
 
 
 def files_of(con: duckdb.DuckDBPyConnection) -> str:
-    """What ``con``'s views read: a digest of its variables (the file lists among them)."""
-    rows = con.execute("SELECT name, value::VARCHAR FROM duckdb_variables() ORDER BY name")
+    """What ``con``'s views read: a digest of its file lists (the ``needlescope_*`` variables;
+    a setting such as the unstable range is not data, and the statistics remembered here do
+    not read one)."""
+    rows = con.execute(
+        "SELECT name, value::VARCHAR FROM duckdb_variables()"
+        " WHERE starts_with(name, 'needlescope_') ORDER BY name"
+    )
     return hashlib.sha256(repr(rows.fetchall()).encode()).hexdigest()
 
 
