@@ -28,9 +28,9 @@ def load(
     con: duckdb.DuckDBPyConnection, unstable_range: float, source: str = "results"
 ) -> tuple[pl.DataFrame, list[ProbeData]]:
     """The statistics table and each probe's data. Everything pools every epoch, so it is read
-    from the tallies (the ``recall_stats`` view, stats/tallied.py, the needle tallies) but the
-    hallucinations, which are counted over ``source`` (``results`` or the report's snapshot
-    of it)."""
+    from the tallies (the ``recall_stats`` view, stats/tallied.py, the needle and
+    hallucination tallies); ``source`` other than ``results`` (a table of its rows) counts
+    the hallucinations over that table instead."""
     table = tallied.with_intervals(con, stats.recall_stats(con, unstable_range), figures.AXES)
     # The needle heatmaps show, beside their rates, the config's invalid answers.
     invalid = table.select(*figures.AXES, *INVALID)

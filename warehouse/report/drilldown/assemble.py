@@ -189,8 +189,9 @@ def collect(
     per_cell: int = PER_CELL,
     width: int = CONTEXT_CHARS,
 ) -> dict[str, Any]:
-    """The drill-down data of the heatmaps of ``targets``, from ``source`` (``results`` or
-    the report's snapshot of it). JSON-able; see the module docstring.
+    """The drill-down data of the heatmaps of ``targets``, from ``source`` (``results``: its
+    counts from the answer tallies, its answers from the latest epochs first; or a table of
+    its rows). JSON-able; see the module docstring.
 
     Bounded: at most ``per_cell`` answers per heatmap cell, fewer (down to 1) when the
     heatmaps have so many cells that more would pass :data:`MAX_ANSWERS`; replies cut at
