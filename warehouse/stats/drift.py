@@ -41,10 +41,9 @@ def _previous_epoch(
             SELECT DISTINCT r.epoch FROM runs r
             JOIN configs c ON r.config_name IS NOT DISTINCT FROM c.config_name
         ), graded AS (
-            -- the epochs with a graded result: those with a graded attempt of a known cell
-            -- (results picks a graded attempt where there is one), read from the raw attempts
-            SELECT DISTINCT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
-            WHERE a.model = $model AND a.probe = $probe AND a.error_kind IS NULL
+            -- the epochs with a graded result (views.sql: result_attempts)
+            SELECT DISTINCT epoch FROM result_attempts
+            WHERE model = $model AND probe = $probe AND error_kind IS NULL
         )
         SELECT s.epoch FROM starts s
         JOIN same_config USING (epoch) JOIN graded USING (epoch)

@@ -52,6 +52,13 @@ CREATE OR REPLACE VIEW answers AS
 SELECT * EXCLUDE (schema_version)
 FROM {table:answers};
 
+-- The attempts behind `results`' rows: those of a known cell. `results` picks one per (epoch,
+-- cell), a graded one where there is one, so an epoch, probe or model has a row (a graded row)
+-- in `results` exactly where it has an attempt (a graded attempt) here: what asks only which
+-- epochs or probes there are reads this, without `results`' window over every attempt.
+CREATE OR REPLACE VIEW result_attempts AS
+SELECT a.* FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id;
+
 -- One row per (epoch, cell): its graded answer, or else its latest failure. The attempt is
 -- picked before the join with cells (every attempt of a cell joins the same cells row), so the
 -- window sorts answer columns only. A cell id fixes its probe and model: partitioning by them

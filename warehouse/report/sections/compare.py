@@ -59,14 +59,13 @@ def _models(con: duckdb.DuckDBPyConnection, probe: str) -> tuple[list[str], int,
 def _epochs(
     con: duckdb.DuckDBPyConnection, probe: str, models: Sequence[str]
 ) -> dict[str, list[str]]:
-    """Each model's epochs with a graded answer, oldest first (by their first graded answer,
-    read from the raw attempts: an epoch has a graded result where it has a graded attempt)."""
+    """Each model's epochs with a graded answer, oldest first (by their first graded attempt:
+    views.sql's result_attempts)."""
     rows = con.execute(
         """
-        SELECT a.model, a.epoch, min(a.answered_at) AS first
-        FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
-        WHERE a.probe = $probe AND a.error_kind IS NULL AND list_contains($models, a.model)
-        GROUP BY a.model, a.epoch ORDER BY a.model, first, a.epoch
+        SELECT model, epoch, min(answered_at) AS first FROM result_attempts
+        WHERE probe = $probe AND error_kind IS NULL AND list_contains($models, model)
+        GROUP BY model, epoch ORDER BY model, first, epoch
         """,
         {"probe": probe, "models": list(models)},
     ).fetchall()
@@ -79,9 +78,8 @@ def _epochs(
 def _latest(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
     rows = con.execute(
         """
-        SELECT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
-        WHERE a.probe = $probe AND a.error_kind IS NULL
-        GROUP BY a.epoch ORDER BY min(a.answered_at) DESC, a.epoch DESC LIMIT 1
+        SELECT epoch FROM result_attempts WHERE probe = $probe AND error_kind IS NULL
+        GROUP BY epoch ORDER BY min(answered_at) DESC, epoch DESC LIMIT 1
         """,
         {"probe": probe},
     ).fetchall()

@@ -144,29 +144,21 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
 
 
 def result_probes(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The probes ``results`` has rows of: those of an attempt of a known cell, read from the
-    raw attempts (deriving `results` would read every attempt's pick)."""
-    return [
-        str(p)
-        for (p,) in con.execute(
-            "SELECT DISTINCT a.probe FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id "
-            "ORDER BY a.probe"
-        ).fetchall()
-    ]
+    """The probes ``results`` has rows of (views.sql's result_attempts: deriving `results`
+    would pick every attempt)."""
+    found = con.execute("SELECT DISTINCT probe FROM result_attempts ORDER BY probe")
+    return [str(p) for (p,) in found.fetchall()]
 
 
 def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
     """The epoch of ``probe``'s results that started last (by its first run, else answers)."""
-    # The epochs with results (any attempt of a known cell) and their starts, read from the raw
-    # attempts; only epochs that tie on the start are told apart by their answers in results
-    # (an epoch filter reaches below results' window: those epochs' rows only).
+    # The epochs with results (views.sql: result_attempts) and their starts; only epochs that
+    # tie on the start are told apart by their answers in results (an epoch filter reaches
+    # below results' window: those epochs' rows only).
     found = con.execute(
         """
         WITH starts AS (SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch),
-        seen AS (
-            SELECT DISTINCT a.epoch FROM answers a SEMI JOIN cells c ON c.cell_id = a.cell_id
-            WHERE a.probe = $probe
-        )
+        seen AS (SELECT DISTINCT epoch FROM result_attempts WHERE probe = $probe)
         SELECT e.epoch, s.started_at FROM seen e LEFT JOIN starts s USING (epoch)
         ORDER BY s.started_at DESC NULLS LAST
         """,
