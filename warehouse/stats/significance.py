@@ -304,13 +304,13 @@ def _compared(
     needle_params: dict[str, Any] = {}
     # A side's model and epoch, stated on its needle rows: the scan then reads their row groups only
     # (the sides are tables here, so the optimiser cannot carry their filter over the join).
-    epochs = ""
+    side_filters = ""
     for alias, side in (("oa", a), ("ob", b)):
         needle_params[f"{alias}_model"] = side.model
-        epochs += f" AND {alias}.model = ${alias}_model"
+        side_filters += f" AND {alias}.model = ${alias}_model"
         if side.epoch is not None:
             needle_params[f"{alias}_epoch"] = side.epoch
-            epochs += f" AND {alias}.epoch = ${alias}_epoch"
+            side_filters += f" AND {alias}.epoch = ${alias}_epoch"
     duplicated = con.execute(
         f"""{paired}
         SELECT (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_a),
@@ -335,7 +335,7 @@ def _compared(
                 AND oa.cell_id = p.a_cell_id
             JOIN raw_needle_outcomes ob ON ob.run_id = p.b_run_id AND ob.epoch = p.b_epoch
                 AND ob.cell_id = p.b_cell_id AND ob.needle_index = oa.needle_index
-            WHERE p.status = 'paired'{epochs}
+            WHERE p.status = 'paired'{side_filters}
         )
         SELECT {quoted(CELL_AXES)}, count(*) AS needle_pairs,
                count(*) FILTER (WHERE NOT hit_a AND hit_b) AS mcnemar_b01,

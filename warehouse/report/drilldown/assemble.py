@@ -217,7 +217,11 @@ def collect(
     per_cell = max(1, min(per_cell, MAX_ANSWERS // max(cells, 1)))
     data["per_cell"] = per_cell
     picked = pl.concat(
-        [pick(con, target, source, per_cell) for target in targets], how="vertical_relaxed"
+        [
+            pick(con, target, source, per_cell, counted)
+            for target, counted in zip(targets, configs, strict=True)
+        ],
+        how="vertical_relaxed",
     )
     if picked.is_empty():
         return data

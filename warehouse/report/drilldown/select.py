@@ -81,7 +81,11 @@ def config_counts(con: duckdb.DuckDBPyConnection, target: Target, source: str) -
 
 
 def pick(
-    con: duckdb.DuckDBPyConnection, target: Target, source: str, per_cell: int
+    con: duckdb.DuckDBPyConnection,
+    target: Target,
+    source: str,
+    per_cell: int,
+    configs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Up to ``per_cell`` results per heatmap cell of the target: parsed answers, then parse
     failures, then failed requests; latest epoch first. Picked per config in DuckDB (a cell
@@ -89,7 +93,8 @@ def pick(
 
     From ``results``, the latest epochs are tried first (an epoch filter reaches below
     results' window: those epochs' rows only): when every config has ``per_cell`` parsed
-    answers there, no older answer can rank among them."""
+    answers there, no older answer can rank among them. ``configs``: the target's
+    :func:`config_counts`, when the caller has them."""
     params = {"probes": list(target.probes), "per_cell": per_cell}
     picked = None
     if source == "results":
@@ -107,10 +112,11 @@ def pick(
             "(SELECT * FROM results WHERE list_contains($recent, epoch))",
             params | {"recent": recent},
         )
-        configs = config_counts(con, target, source).height
+        if configs is None:
+            configs = config_counts(con, target, source)
         full = found.filter(pl.col("error_kind").is_null() & pl.col("parse_ok").fill_null(False))
         counts = full.group_by(list(target.axes)).len()
-        if counts.height == configs and (counts["len"] >= per_cell).all():
+        if counts.height == configs.height and (counts["len"] >= per_cell).all():
             picked = found
     if picked is None:
         picked = _picked(con, target, source, params)
