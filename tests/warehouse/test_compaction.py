@@ -228,6 +228,44 @@ def test_files_of_an_older_schema_merge_with_nulls(tmp_path: Path) -> None:
     con.close()
 
 
+def test_a_reader_listing_as_sources_expire_skips_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader lists the compacted files, then an expiry deletes a merged-away compacted
+    file before the reader reads the manifests: the manifest must still tell it the file is
+    gone (it lists the merge that replaced it), or the reader asks for a deleted file."""
+    store = Warehouse(tmp_path / "wh").ensure()
+    for night in range(2):
+        for index in range(3):
+            row = {"run_id": f"r{night}-{index}", "epoch": "e", "event": "start"}
+            store.append("runs", [row], parts=("p", "m"))
+        compact(store.root, min_files=2, max_compacted=1, grace_s=3600)
+    # the second night's merge took the first night's in
+    (second,) = [
+        m.merged
+        for m in compaction.manifests(store.root)
+        if any(source.parent == m.merged.parent for source in m.sources)
+    ]
+    assert len(compacted_files(store)) == 2
+    grace_s = 1.0
+    time.sleep(grace_s * 1.2)  # past the grace period since the second merge went live
+    real_manifests = compaction.manifests
+
+    def expire_first(root: Path) -> list[compaction.Manifest]:
+        compact(store.root, min_files=2, grace_s=grace_s)
+        return real_manifests(root)
+
+    monkeypatch.setattr(compaction, "manifests", expire_first)
+    con = store.connect()
+    monkeypatch.undo()
+    try:
+        (n,) = con.execute("SELECT count(*) FROM raw_runs").fetchone() or (None,)
+    finally:
+        con.close()
+    assert n == 6
+    assert compacted_files(store) == [second]
+
+
 def test_readers_and_a_writer_race_compactions(tmp_path: Path) -> None:
     """A writer appends, compactions merge and expire, readers count: every count a reader
     gets lies between what was written before it connected and after it finished."""

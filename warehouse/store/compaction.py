@@ -13,7 +13,8 @@ A reader takes a :class:`Snapshot` when it connects and reads exactly its files:
 files and compacted files that exist then, less the sources of the merged files among them. A
 merged file that goes live after a reader connected is not in its list, and the reader still
 reads the sources, which stay on disk for a grace period (and until the views file of the
-``duckdb`` CLI has been refreshed past the merge) before a later compaction deletes them. The
+``duckdb`` CLI has been refreshed past the merge) before a later compaction deletes them (the
+manifest a grace period later: a reader that listed a source as it went still skips it). The
 views file reads the append folders by glob (it sees later appends), leaving out the
 superseded files it knew of when it was refreshed.
 Writers are never blocked: a file appended during a compaction was not listed, so it stays.
@@ -275,7 +276,11 @@ def _drop_expired(root: Path, grace_s: float, by_table: dict[str, TableCompactio
                 source.unlink()
                 if table in by_table:
                     by_table[table].files_deleted += 1
-        manifest.path.unlink(missing_ok=True)
+        # A reader lists the compacted files before it reads the manifests: one that listed a
+        # source just deleted (itself a compacted file) learns from this manifest that it is
+        # gone. So the manifest outlives its sources by another grace period.
+        if now - since >= 2 * grace_s:
+            manifest.path.unlink(missing_ok=True)
 
 
 def partial_of(target: Path) -> Path:
