@@ -681,6 +681,30 @@ print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+# Every view of each probe's views_<probe>.sql, on one connection: each run fetches every row
+# (best of argv[2] runs).
+PROBE_VIEWS_CHILD = """
+import json, re, sys, time
+from importlib import resources
+from needlescope.warehouse.store import Warehouse
+folder = resources.files("needlescope.warehouse.store")
+views = [
+    name
+    for f in sorted(folder.iterdir(), key=lambda f: f.name)
+    if f.name.startswith("views_") and f.name.endswith(".sql")
+    for name in re.findall(r"^CREATE OR REPLACE VIEW (\\w+)", f.read_text(), re.M)
+]
+con = Warehouse(sys.argv[1]).connect()
+best = {}
+for name in views:
+    for _ in range(int(sys.argv[2])):
+        start = time.perf_counter()
+        rows = len(con.sql(f"SELECT * FROM {name}").fetchall())
+        best[name] = min(best.get(name, 1e9), time.perf_counter() - start)
+print(json.dumps({"views": best}))
+"""
+
+
 # write_report in a fresh process, with the wall time of its phases (renders run in worker
 # processes: their CPU is the children's).
 REPORT_CHILD = """
@@ -785,12 +809,14 @@ BASELINES = {
         "recall_stats": "0.77 s",
         "position_accuracy": "1.81 s",
         "report": "30.6 s",
+        "probe_views": "none at 1M (first measured 2026-11-26)",
     },
     10: {
         "accuracy_by_length": "6.19 s",
         "recall_stats": "16.84 s",
         "position_accuracy": "41.69 s",
         "report": "30.6 s at 1M",
+        "probe_views": "4.51 s at 10M (distractor_results, the views of 2026-11-26)",
     },
 }
 
@@ -804,6 +830,24 @@ def baseline(name: str, counts: dict[str, Any]) -> str:
     dated = "2026-11-22" if millions < 10 else "2026-11-26"
     figure = BASELINES.get(1 if millions < 10 else 10, {}).get(name, "?")
     return f"{figure} at {millions}M ({dated})" if " at " not in figure else figure
+
+
+def probe_views(root: Path, counts: dict[str, Any], repeat: int) -> None:
+    """Each probe's own views (views_<probe>.sql) over the warehouse's answers: the slowest."""
+    found = run_child([PYTHON, "-c", PROBE_VIEWS_CHILD, str(root), str(repeat)]).data["views"]
+    slowest = sorted(found.items(), key=lambda kv: -kv[1])
+    print(
+        f"{'probe views':>20}: {len(found)} views, slowest "
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in slowest[:3]),
+        flush=True,
+    )
+    name, seconds = slowest[0]
+    print(
+        f"TARGET each probe's own view at {scale(counts)}: {seconds:.2f} s ({name}, the slowest"
+        f" of {len(found)}) | goal <= 1 s at 10M answers | baseline"
+        f" {baseline('probe_views', counts)}",
+        flush=True,
+    )
 
 
 def report_at_scale(root: Path, counts: dict[str, Any]) -> int:
@@ -906,6 +950,7 @@ def main() -> int:
             f" answers | baseline {baseline(name, counts)}",
             flush=True,
         )
+    probe_views(root, counts, args.repeat)
     if args.layout == "year":
         counts.setdefault("epochs", args.epochs)
         nightly(root, counts, args.repeat)

@@ -14,7 +14,10 @@ SELECT r.run_id, r.epoch, r.cell_id, r.model, r.probe, r.length, r.length_unit, 
        json_extract_string(r.detail, '$.distractors_matched') AS distractors_matched,
        r.accuracy, r.response, r.validity
 FROM results r
-WHERE r.error_kind IS NULL AND json_exists(r.detail, '$.distractor');
+-- the probes whose grading names distractors (cases.grade): the filter reaches the files
+-- below results' window, where one on the answers' detail would read every answer first
+WHERE r.probe IN ('cases', 'rag')
+  AND r.error_kind IS NULL AND json_exists(r.detail, '$.distractor');
 
 -- How often each distractor was repeated, per model, case and length (distractor NULL: none).
 CREATE OR REPLACE VIEW distractor_counts AS

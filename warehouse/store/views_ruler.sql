@@ -14,7 +14,9 @@ CREATE OR REPLACE VIEW ruler_outcomes AS
 SELECT o.run_id, o.epoch, o.cell_id, r.model, r.probe, r.length, r.length_unit,
        r.prompt_version, r."repeat", o.role, o.string_index, o.text, o.found, r.validity
 FROM raw_ruler_outcomes o
-JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id;
+JOIN results r ON r.run_id = o.run_id AND r.epoch = o.epoch AND r.cell_id = o.cell_id
+-- the families that write these rows: the filter reaches the files below results' window
+WHERE r.probe IN ('niah', 'variable_tracking', 'aggregation');
 
 -- What the three families' views share: one row per cell per epoch that reached the model.
 -- score is the answer's accuracy as RULER scores it: every answer, a reply cut at RULER's
