@@ -25,6 +25,7 @@ from needlescope.warehouse.stats.intervals import (
     normal_interval,
     wilson_interval,
 )
+from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.sql import (
     check_columns,
     filtered_results,
@@ -78,6 +79,22 @@ def accuracy_table(
     if not axes:
         raise ValueError("accuracy_table needs at least one axis")
     check_columns(con, axes)
+    # The Summary and the Statistics section ask for the same tables, at once
+    return remembered(
+        con,
+        ("accuracy_table", probe, tuple(axes), epoch, seed, tallies),
+        lambda: _accuracy_table(con, probe, axes, epoch, seed, tallies),
+    )
+
+
+def _accuracy_table(
+    con: duckdb.DuckDBPyConnection,
+    probe: str,
+    axes: list[str],
+    epoch: str | None,
+    seed: int,
+    tallies: bool,
+) -> pl.DataFrame:
     if tallies and epoch is None and tallied.can_tally(axes):
         frame = tallied.accuracy_groups(con, probe, axes)
         accuracy = [

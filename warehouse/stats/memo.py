@@ -22,22 +22,25 @@ _computing: dict[tuple[Hashable, ...], threading.Lock] = {}
 _lock = threading.Lock()
 
 
-def files_of(con: duckdb.DuckDBPyConnection) -> str:
+def files_of(con: duckdb.DuckDBPyConnection) -> str | None:
     """What ``con``'s views read: a digest of its file lists (the ``needlescope_*`` variables;
     a setting such as the unstable range is not data, and the statistics remembered here do
-    not read one)."""
+    not read one). None for a connection that reads no warehouse files (tables of its own)."""
     rows = con.execute(
         "SELECT name, value::VARCHAR FROM duckdb_variables()"
         " WHERE starts_with(name, 'needlescope_') ORDER BY name"
-    )
-    return hashlib.sha256(repr(rows.fetchall()).encode()).hexdigest()
+    ).fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest() if rows else None
 
 
 def remembered(
     con: duckdb.DuckDBPyConnection, key: tuple[Hashable, ...], compute: Callable[[], T]
 ) -> T:
     """``compute()``, or what it gave for ``key`` over the same files before."""
-    full = (files_of(con), *key)
+    files = files_of(con)
+    if files is None:
+        return compute()  # nothing says what its tables hold: nothing to remember it by
+    full = (files, *key)
     with _lock:
         if full in _memo:
             _memo.move_to_end(full)
