@@ -64,7 +64,10 @@ def read_pairs(
     con: duckdb.DuckDBPyConnection, planned: Sequence[Planned], probe: str
 ) -> list[Rows | ValueError]:
     """Each planned pair's rows, in order, or the error that keeps it from pairing."""
-    sides = list(dict.fromkeys(side for p in planned for side in (p.a, p.b)))
+    sides: dict[Side, int] = {}  # each side once, with its id
+    for p in planned:
+        sides.setdefault(p.a, len(sides))
+        sides.setdefault(p.b, len(sides))
     tag = uuid.uuid4().hex
     tables = {name: f"{name}_{tag}" for name in ("answers", "pairs", "needles")}
     try:
@@ -73,7 +76,7 @@ def read_pairs(
         errors: dict[int, ValueError] = {}
         kept: dict[int, Planned] = {}
         for pair_id, p in enumerate(planned):
-            if any(duplicated.get(sides.index(s), {}).get(p.pairing) for s in (p.a, p.b)):
+            if any(duplicated.get(sides[s], {}).get(p.pairing) for s in (p.a, p.b)):
                 errors[pair_id] = ValueError(
                     f"answers share a pairing key ({p.pairing}): give each side an epoch, "
                     "or compare configs whose models have one identity each"
@@ -88,14 +91,14 @@ def read_pairs(
 
 
 def _read_answers(
-    con: duckdb.DuckDBPyConnection, table: str, sides: Sequence[Side], probe: str
+    con: duckdb.DuckDBPyConnection, table: str, sides: dict[Side, int], probe: str
 ) -> dict[str, Any]:
     """Every side's rows of ``results`` into ``table`` (a row once per side it is in, with an
     ``answer_id`` of its own); the filter on the sides' models and epochs, for the needle rows
     as well."""
     params: dict[str, Any] = {"probe": probe, "models": sorted({s.model for s in sides})}
     values = []
-    for i, side in enumerate(sides):
+    for side, i in sides.items():
         params[f"model_{i}"], params[f"epoch_{i}"] = side.model, side.epoch
         values.append(f"({i}, $model_{i}::VARCHAR, $epoch_{i}::VARCHAR)")
     where = "list_contains($models, r.model)"
@@ -125,7 +128,7 @@ def _duplicated(con: duckdb.DuckDBPyConnection, table: str) -> dict[int, dict[st
 def _pair(
     con: duckdb.DuckDBPyConnection,
     tables: dict[str, str],
-    sides: Sequence[Side],
+    sides: dict[Side, int],
     kept: dict[int, Planned],
     filters: dict[str, Any],
 ) -> dict[int, Rows]:
@@ -134,8 +137,7 @@ def _pair(
         return {}
     kinds = list(KEYS)
     plan = ", ".join(
-        f"({i}, {sides.index(p.a)}, {sides.index(p.b)}, {kinds.index(p.pairing)})"
-        for i, p in kept.items()
+        f"({i}, {sides[p.a]}, {sides[p.b]}, {kinds.index(p.pairing)})" for i, p in kept.items()
     )
     key = "CASE p.kind " + " ".join(f"WHEN {i} THEN {k}" for i, k in enumerate(KEYS.values()))
     side = f"""SELECT p.pair_id, {key} END AS pair_key, t.*
