@@ -1,6 +1,6 @@
 """Drift between epochs: each model's answers in an epoch against the previous epoch of the
-same config, paired by cell (significance.paired_comparison); flagged when the interval of
-the difference excludes 0."""
+same config, paired by cell (significance.paired_comparison; every model's at once in
+:func:`drift_summary`); flagged when the interval of the difference excludes 0."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import duckdb
 
 from needlescope.warehouse.stats.intervals import DEFAULT_RESAMPLES
 from needlescope.warehouse.stats.memo import remembered
-from needlescope.warehouse.stats.significance import Comparison, Side, paired_comparison
+from needlescope.warehouse.stats.significance import (
+    Comparison,
+    Side,
+    paired_comparison,
+    paired_comparisons,
+)
 from needlescope.warehouse.stats.sql import json_float
 
 
@@ -83,7 +88,9 @@ def drift_summary(
     con: duckdb.DuckDBPyConnection, epoch: str, seed: int = 0, *, probe: str = "recall"
 ) -> list[dict[str, Any]]:
     """For each model with ``probe`` results in ``epoch``: its drift from its previous
-    epoch as a JSON-able dict (``previous`` None and no figures when it has none)."""
+    epoch as a JSON-able dict (``previous`` None and no figures when it has none). Raises
+    the ValueError of the first model whose drift cannot be compared, as
+    :func:`epoch_drift` would."""
     models = [
         str(m)
         for (m,) in con.execute(
@@ -92,10 +99,15 @@ def drift_summary(
             {"epoch": epoch, "probe": probe},
         ).fetchall()
     ]
+    before = {model: previous_epoch(con, model, epoch, probe=probe) for model in models}
+    pairs = {m: (Side(m, e), Side(m, epoch)) for m, e in before.items() if e is not None}
+    found = paired_comparisons(con, pairs.values(), probe=probe, seed=seed)
     summary: list[dict[str, Any]] = []
     for model in models:
-        found = epoch_drift(con, model, epoch, probe=probe, seed=seed)
-        summary.append(_drift_entry(model, epoch, found))
+        drift = found[pairs[model]] if model in pairs else None
+        if isinstance(drift, ValueError):
+            raise ValueError(str(drift))
+        summary.append(_drift_entry(model, epoch, drift))
     return summary
 
 

@@ -1,9 +1,9 @@
 """Paired comparisons of two models (or two epochs of one model): the mean accuracy of
 each, the paired difference with its bootstrap 95% interval, McNemar's test on the needles.
 Two models pair answer by answer through the model-independent ``context_id`` of their cells;
-two epochs of one model pair by ``cell_id``. Differences are always ``b - a``.
-``_cell_figures`` and ``paired_comparison`` run past 60 lines: each is one pairing query and
-the figures read from it, kept whole so the pairing reads in one place.
+two epochs of one model pair by ``cell_id``. Differences are always ``b - a``. The rows
+behind them are read by :mod:`.pairing`, for many pairs at once (:func:`paired_comparisons`).
+``_cell_figures`` runs past 60 lines: one cell's figures, kept whole so they read in one place.
 
 Only valid answers count (``figures.COUNTED``; invalid ones are counted apart). Caveats: the
 needles of one answer are not independent (one bad answer misses several), so the per-needle
@@ -14,7 +14,7 @@ comparisons.
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -27,16 +27,11 @@ from needlescope.warehouse.stats.intervals import (
     mcnemar_p,
     mean_interval,
 )
-from needlescope.warehouse.stats.memo import remembered
-from needlescope.warehouse.stats.sql import (
-    json_float,
-    quoted,
-)
-from needlescope.warehouse.store.figures import (
-    COUNTED,
-)
+from needlescope.warehouse.stats.memo import Key, remembered_many
+from needlescope.warehouse.stats.pairing import CELL_AXES, Planned, Rows, read_pairs
+from needlescope.warehouse.stats.sql import json_float
 
-CELL_AXES: tuple[str, ...] = ("length_unit", "length", "needle_count")
+__all__ = ["CELL_AXES", "Comparison", "Side", "paired_comparison", "paired_comparisons"]
 
 
 @dataclass(frozen=True)
@@ -111,52 +106,6 @@ def _sides(a: Side, b: Side) -> tuple[Side, Side, str]:
     if a.model == b.model:
         return a, b, "cell_id"
     return a, b, "context_id" if a.epoch is not None else "epoch, context_id"
-
-
-def _side_sql(name: str, side: Side, key: str, params: dict[str, Any]) -> str:
-    params[f"{name}_model"] = side.model
-    where = f"probe = $probe AND model = ${name}_model"
-    if side.epoch is not None:
-        params[f"{name}_epoch"] = side.epoch
-        where += f" AND epoch = ${name}_epoch"
-    return f"""{name} AS (
-        SELECT {key} AS pair_key, true AS present, run_id, epoch, cell_id, length_unit,
-               length, needle_count, error_kind, parse_ok, accuracy,
-               {COUNTED} AS counted
-        FROM results WHERE {where}
-    )"""
-
-
-def _pairs_sql(a: Side, b: Side, pairing: str, probe: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """The SQL of each side (``side_a``, ``side_b``: ``name AS (...)``) and of their pairing
-    (``paired``: the CTE after them), with the sides' parameters."""
-    key = {
-        "cell_id": "cell_id",
-        "context_id": "context_id",
-        # context ids are hex digests: "/" cannot occur in them
-        "epoch, context_id": "epoch || '/' || context_id",
-    }[pairing]
-    params: dict[str, Any] = {"probe": probe}
-    side_a = _side_sql("side_a", a, key, params)
-    side_b = _side_sql("side_b", b, key, params)
-    sql = """
-    paired AS (
-        SELECT coalesce(x.pair_key, y.pair_key) AS pair_key,
-               coalesce(x.length_unit, y.length_unit) AS length_unit,
-               coalesce(x.length, y.length) AS length,
-               coalesce(x.needle_count, y.needle_count) AS needle_count,
-               x.run_id AS a_run_id, x.epoch AS a_epoch, x.cell_id AS a_cell_id,
-               y.run_id AS b_run_id, y.epoch AS b_epoch, y.cell_id AS b_cell_id,
-               x.accuracy AS a_accuracy, y.accuracy AS b_accuracy,
-               CASE WHEN x.present IS NULL THEN 'only_b'
-                    WHEN y.present IS NULL THEN 'only_a'
-                    WHEN x.error_kind IS NOT NULL OR y.error_kind IS NOT NULL THEN 'error'
-                    WHEN NOT (x.counted AND y.counted) THEN 'invalid'
-                    WHEN x.accuracy IS NOT NULL AND y.accuracy IS NOT NULL THEN 'paired'
-                    ELSE 'parse_failure' END AS status
-        FROM side_a x FULL OUTER JOIN side_b y ON x.pair_key = y.pair_key
-    )"""
-    return {"side_a": side_a, "side_b": side_b, "paired": sql}, params
 
 
 def _cell_figures(
@@ -238,6 +187,9 @@ def _cell_figures(
     )
 
 
+Pair = tuple[Side, Side]
+
+
 def paired_comparison(
     con: duckdb.DuckDBPyConnection,
     a: Side,
@@ -253,97 +205,61 @@ def paired_comparison(
     (the same needles at the same places), within each epoch when neither side names an
     epoch, across the two named epochs otherwise. A side without an epoch takes the other
     side's. Only pairs parsed on both sides count (the seed's rule: parse failures are not
-    accuracy 0); see :class:`Comparison` for the figures.
+    accuracy 0); see :class:`Comparison` for the figures. :func:`paired_comparisons` makes
+    several at once.
     """
-    a, b, pairing = _sides(a, b)
+    found = paired_comparisons(con, [(a, b)], probe=probe, seed=seed, resamples=resamples)
+    if isinstance(found[(a, b)], ValueError):
+        raise ValueError(str(found[(a, b)]))
+    return found[(a, b)]  # type: ignore[return-value]
+
+
+def paired_comparisons(
+    con: duckdb.DuckDBPyConnection,
+    pairs: Iterable[Pair],
+    *,
+    probe: str = "recall",
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> dict[Pair, Comparison | ValueError]:
+    """:func:`paired_comparison` of each pair ``(a, b)``, by pair: every side's answers and
+    needles are read once for all of them. A pair that cannot be compared (a side against
+    itself, answers sharing a pairing key) gets its ``ValueError`` (not raised) and the
+    others their comparisons."""
+    asked = list(dict.fromkeys(pairs))
+    found: dict[Pair, Comparison | ValueError] = {}
+    keys: dict[Pair, Key] = {}
+    plans: dict[Key, Planned] = {}
+    for a, b in asked:
+        try:
+            plan = Planned(*_sides(a, b))
+        except ValueError as exc:
+            found[(a, b)] = ValueError(str(exc))
+            continue
+        keys[(a, b)] = ("paired_comparison", plan.a, plan.b, probe, seed, resamples)
+        plans[keys[(a, b)]] = plan
+
+    def compute(missing: list[Key]) -> dict[Key, Comparison | ValueError]:
+        read = read_pairs(con, [plans[key] for key in missing], probe)
+        return {
+            key: _comparison(plans[key], probe, rows, seed, resamples)
+            for key, rows in zip(missing, read, strict=True)
+        }
+
     # The same comparison of the same files is the same: a report asks for a model's drift in
     # two sections and again among its comparisons, sometimes at once.
-    return remembered(
-        con,
-        ("paired_comparison", a, b, probe, seed, resamples),
-        lambda: _compare_sides(con, a, b, pairing, probe, seed, resamples),
-    )
+    computed = remembered_many(con, list(keys.values()), compute)
+    found |= {pair: computed[key] for pair, key in keys.items()}
+    return {pair: found[pair] for pair in asked}
 
 
-def _compare_sides(
-    con: duckdb.DuckDBPyConnection,
-    a: Side,
-    b: Side,
-    pairing: str,
-    probe: str,
-    seed: int,
-    resamples: int,
-) -> Comparison:
-    sides, params = _pairs_sql(a, b, pairing, probe)
-    # Each side's rows are read once (three queries below read them), into temporary tables of
-    # this call's own names.
-    tag = uuid.uuid4().hex
-    tables = {name: f"{name}_{tag}" for name in ("side_a", "side_b")}
-    try:
-        for name, table in tables.items():
-            own = {k: v for k, v in params.items() if k == "probe" or k.startswith(name)}
-            con.execute(f"CREATE TEMP TABLE {table} AS WITH {sides[name]} FROM {name}", own)
-        paired = f"WITH side_a AS (FROM {tables['side_a']}), side_b AS (FROM {tables['side_b']}),"
-        paired += sides["paired"]
-        return _compared(con, a, b, pairing, probe, paired, seed, resamples)
-    finally:
-        for table in tables.values():
-            con.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def _compared(
-    con: duckdb.DuckDBPyConnection,
-    a: Side,
-    b: Side,
-    pairing: str,
-    probe: str,
-    paired: str,
-    seed: int,
-    resamples: int,
-) -> Comparison:
-    needle_params: dict[str, Any] = {}
-    # A side's model and epoch, stated on its needle rows: the scan then reads their row groups only
-    # (the sides are tables here, so the optimiser cannot carry their filter over the join).
-    side_filters = ""
-    for alias, side in (("oa", a), ("ob", b)):
-        needle_params[f"{alias}_model"] = side.model
-        side_filters += f" AND {alias}.model = ${alias}_model"
-        if side.epoch is not None:
-            needle_params[f"{alias}_epoch"] = side.epoch
-            side_filters += f" AND {alias}.epoch = ${alias}_epoch"
-    duplicated = con.execute(
-        f"""{paired}
-        SELECT (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_a),
-               (SELECT count(pair_key) - count(DISTINCT pair_key) FROM side_b)"""
-    ).fetchall()
-    if any(duplicated[0]):
-        raise ValueError(
-            f"answers share a pairing key ({pairing}): give each side an epoch, or compare "
-            "configs whose models have one identity each"
-        )
-    pairs = con.sql(
-        f"""{paired}
-        SELECT status, {quoted(CELL_AXES)}, pair_key, a_accuracy, b_accuracy FROM paired"""
-    ).pl()
-    needles = con.sql(
-        f"""{paired},
-        needle_pairs AS (
-            SELECT {quoted(CELL_AXES, "p.")},
-                   oa.outcome = 'correct' AS hit_a, ob.outcome = 'correct' AS hit_b
-            FROM paired p
-            JOIN raw_needle_outcomes oa ON oa.run_id = p.a_run_id AND oa.epoch = p.a_epoch
-                AND oa.cell_id = p.a_cell_id
-            JOIN raw_needle_outcomes ob ON ob.run_id = p.b_run_id AND ob.epoch = p.b_epoch
-                AND ob.cell_id = p.b_cell_id AND ob.needle_index = oa.needle_index
-            WHERE p.status = 'paired'{side_filters}
-        )
-        SELECT {quoted(CELL_AXES)}, count(*) AS needle_pairs,
-               count(*) FILTER (WHERE NOT hit_a AND hit_b) AS mcnemar_b01,
-               count(*) FILTER (WHERE hit_a AND NOT hit_b) AS mcnemar_b10
-        FROM needle_pairs GROUP BY {quoted(CELL_AXES)}""",
-        params=needle_params,
-    ).pl()
-
+def _comparison(
+    p: Planned, probe: str, rows: Rows | ValueError, seed: int, resamples: int
+) -> Comparison | ValueError:
+    """The figures of one pair's rows (pairing.read_pairs), or the error it read instead."""
+    if isinstance(rows, ValueError):
+        return rows
+    pairs, needles = rows.pairs, rows.needles
     status = pairs["status"]
     kept = pairs.filter(pl.col("status") == "paired")
     diff, lo, hi, method = mean_interval(
@@ -352,10 +268,10 @@ def _compared(
     b01 = int(needles["mcnemar_b01"].sum())
     b10 = int(needles["mcnemar_b10"].sum())
     return Comparison(
-        a=a,
-        b=b,
+        a=p.a,
+        b=p.b,
         probe=probe,
-        pairing=pairing,
+        pairing=p.pairing,
         n_pairs=kept.height,
         dropped_parse_failures=int((status == "parse_failure").sum()),
         dropped_errors=int((status == "error").sum()),
