@@ -2,8 +2,7 @@
 
 vl-convert holds the GIL while it converts a chart, so threads draw one chart at a time and
 stall the rest of the report meanwhile; worker processes draw side by side. This module
-imports nothing but vl-convert and raster.py (which imports nothing else), so a worker starts
-quickly. Big heatmaps are drawn with a picture per panel (raster.py).
+imports nothing but vl-convert, so a worker starts quickly.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import vl_convert as vlc
-
-from needlescope.warehouse.charts import raster
 
 # A PNG is drawn at 2x unless that makes it larger than this (a heatmap of every needle of
 # every variant can be 1,650 x 12,850 points): then at 1x, which takes half the time.
@@ -49,7 +46,6 @@ def png_scale(svg: str) -> int:
 def save_spec(spec: dict[str, Any], stem: Path, vl_version: str) -> None:
     """Write ``stem``.svg and ``stem``.png (2x, or 1x past PNG_MAX_PIXELS), rendered once."""
     static = static_spec({**spec, "config": {**spec.get("config", {}), "aria": False}})
-    static = raster.rasterized(static)
     svg = vlc.vegalite_to_svg(static, vl_version=vl_version)
     stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
     stem.with_suffix(".png").write_bytes(vlc.svg_to_png(svg, scale=png_scale(svg)))

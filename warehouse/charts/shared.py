@@ -224,9 +224,7 @@ def heatmap(
     # the time a big heatmap takes to render.
     stride = math.ceil(y_font / y_step)
     y_axis = alt.Axis(
-        # Labels further apart than they are tall never overlap: then no overlap test (it
-        # measures every label, a fifth of a big heatmap's drawing) for the same picture.
-        labelOverlap=False if stride * y_step > y_font else "greedy",
+        labelOverlap="greedy",
         labelFontSize=y_font,
         values=ys[::stride] if stride > 1 else Undefined,
     )
