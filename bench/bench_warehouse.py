@@ -686,20 +686,21 @@ print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1
 PROBE_VIEWS_CHILD = """
 import json, re, sys, time
 from importlib import resources
-from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store import Warehouse, views
 folder = resources.files("needlescope.warehouse.store")
-views = [
+names = [
     name
-    for f in sorted(folder.iterdir(), key=lambda f: f.name)
-    if f.name.startswith("views_") and f.name.endswith(".sql")
-    for name in re.findall(r"^CREATE OR REPLACE VIEW (\\w+)", f.read_text(), re.M)
+    for file in views.probe_view_files()
+    for name in re.findall(
+        r"^CREATE OR REPLACE VIEW (\\w+)", folder.joinpath(file).read_text(), re.M
+    )
 ]
 con = Warehouse(sys.argv[1]).connect()
 best = {}
-for name in views:
+for name in names:
     for _ in range(int(sys.argv[2])):
         start = time.perf_counter()
-        rows = len(con.sql(f"SELECT * FROM {name}").fetchall())
+        con.sql(f"SELECT * FROM {name}").fetchall()
         best[name] = min(best.get(name, 1e9), time.perf_counter() - start)
 print(json.dumps({"views": best}))
 """

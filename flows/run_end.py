@@ -215,14 +215,8 @@ def epoch_drift(
     from needlescope.warehouse.stats.drift import drift_summary
 
     try:
-        if con is not None:
-            drift = drift_summary(con, epoch, seed)
-        else:
-            own = store.connect()
-            try:
-                drift = drift_summary(own, epoch, seed)
-            finally:
-                own.close()
+        with store.reading(con) as reader:
+            drift = drift_summary(reader, epoch, seed)
     except Exception as exc:  # the answers are stored; a failed comparison only loses a note
         logger.warning("drift against the previous epoch not computed: %s", exc)
         return None

@@ -51,17 +51,13 @@ def judge_epoch(
     ``con``: a connection with the views to read (else one of its own)."""
     from needlescope.warehouse.stats.gates import evaluate_epoch, serving_changes
 
-    reader = con if con is not None else store.connect()
-    try:
+    with store.reading(con) as reader:
         gates = (
             evaluate_epoch(reader, config.gates, epoch, models=models, seed=config.seed)
             if config.gates
             else []
         )
         return Verdicts(gates, serving_changes(reader, epoch))
-    finally:
-        if con is None:
-            reader.close()
 
 
 def prefect_server_configured() -> bool:

@@ -14,8 +14,9 @@ from needlescope.flows.run_end import epoch_drift, shared_reader
 from needlescope.warehouse.store import Warehouse
 
 
-class Unreadable:
+class Unreadable(Warehouse):
     def __init__(self) -> None:
+        super().__init__(Path("/nowhere"))
         self.connects = 0
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -28,10 +29,10 @@ def test_an_unreadable_warehouse_leaves_each_step_its_own_failure(
 ) -> None:
     store = Unreadable()
     logger = logging.getLogger("run-end-test")
-    with shared_reader(store) as con:  # type: ignore[arg-type]
+    with shared_reader(store) as con:
         assert con is None
         with caplog.at_level(logging.WARNING, logger="run-end-test"):
-            assert epoch_drift(store, "e1", 0, logger, con) is None  # type: ignore[arg-type]
+            assert epoch_drift(store, "e1", 0, logger, con) is None
     assert store.connects == 2
     assert "drift against the previous epoch not computed" in caplog.text
     assert "no warehouse at /nowhere" in caplog.text

@@ -7,7 +7,8 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,21 @@ class Warehouse:
         con = duckdb.connect()
         create_views(con, self.root.resolve())
         return con
+
+    @contextmanager
+    def reading(
+        self, con: duckdb.DuckDBPyConnection | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """``con`` if given (left open: its owner closes it), else a connection of its own
+        (:meth:`connect`), closed after."""
+        if con is not None:
+            yield con
+            return
+        own = self.connect()
+        try:
+            yield own
+        finally:
+            own.close()
 
     def refresh_views_file(self) -> bool:
         """(Re)create the views in the .duckdb file for the duckdb CLI; False if it is locked."""

@@ -27,22 +27,28 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     tables are read from the connection's snapshot variables, or with ``live_from`` (the
     parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
     folder = resources.files("needlescope.warehouse.store")
-    names = [
-        "views.sql",
-        *sorted(
-            f.name
-            for f in folder.iterdir()
-            if f.name.startswith("views_") and f.name.endswith(".sql")
-        ),
-    ]
+    names = ["views.sql", *probe_view_files()]
     text = "\n".join(folder.joinpath(name).read_text() for name in names)
 
     text += (
         POSITION_ACCURACY_VIEW + RESULT_EPOCHS_VIEW + ACCURACY_BY_LENGTH_VIEW + RECALL_STATS_VIEW
     )
+    return _bound(text, live_from)
+
+
+def probe_view_files() -> list[str]:
+    """The probes' own views files (views_<probe>.sql), in the order they are created."""
+    folder = resources.files("needlescope.warehouse.store")
+    return sorted(
+        f.name for f in folder.iterdir() if f.name.startswith("views_") and f.name.endswith(".sql")
+    )
+
+
+def _bound(sql: str, live_from: tuple[Path, Snapshot] | None = None) -> str:
+    """``sql`` with each ``{table:<name>}`` replaced by its read (compaction.table_sql)."""
     for table in TABLES:
-        text = text.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
-    return text
+        sql = sql.replace(f"{{table:{table}}}", table_sql(table, live_from=live_from))
+    return sql
 
 
 def some_views_sql(names: Sequence[str]) -> str:
@@ -59,10 +65,7 @@ def some_views_sql(names: Sequence[str]) -> str:
         if found is None:
             raise KeyError(f"views.sql defines no view or macro {name}")
         parts.append(found.group(0))
-    sql = "\n".join(parts)
-    for table in TABLES:
-        sql = sql.replace(f"{{table:{table}}}", table_sql(table))
-    return sql
+    return _bound("\n".join(parts))
 
 
 def create_views(con: duckdb.DuckDBPyConnection, root: Path) -> None:
