@@ -6,8 +6,10 @@ others) with the sweep's ContextBuilder, as a sweep builds it, and counts the co
 its provider sends; the baseline is the same build with piece counting switched off (every
 candidate prompt counted whole). Every fitted cell is then checked with whole-prompt counts
 (not counted in the figure): the prompt measured equals a whole count of it and is at most the
-target, one more filler character goes over the target, and the haystack's length equals a
-whole count of the haystack.
+target; under the target, one more filler character goes over it; and the haystack's stored
+length equals a whole count of the haystack (None where the model does not count haystacks:
+Anthropic and Gemini by default, whose first sweeps are also built with ``count_haystack:
+true`` and printed beside).
 
 Each grid is built twice over a warehouse in a temporary folder: the first sweep (its cells rows
 stored as the sweep stores them), then a re-sweep whose builder reads them back
@@ -38,9 +40,13 @@ LENGTHS = (8_000, 128_000, 1_000_000)
 NEEDLES = (1, 5, 20, 40)
 
 
-def config_text(provider: str, base_url: str | None, length: int, repeats: int) -> str:
+def config_text(
+    provider: str, base_url: str | None, length: int, repeats: int, count_haystack: bool | None
+) -> str:
     where = f"\n    base_url: {base_url}\n    model: fake-model" if base_url else ""
     key = "\n    api_key_env: NS_BENCH_KEY" if base_url else ""
+    if count_haystack is not None:
+        key += f"\n    count_haystack: {str(count_haystack).lower()}"
     return f"""
 name: counting
 seed: 5
@@ -88,7 +94,12 @@ def counting_requests(kind: str, srv: Any, provider: Any) -> int:
 
 
 async def run(
-    kind: str, length: int, repeats: int, pieces: bool, store: Any = None
+    kind: str,
+    length: int,
+    repeats: int,
+    pieces: bool,
+    store: Any = None,
+    count_haystack: bool | None = None,
 ) -> dict[str, Any]:
     """One build of the grid; with ``store`` (a Warehouse), the builder remembers the fits its
     cells rows hold, as a sweep's does (flows/sweep.py), and the built cells are stored there."""
@@ -107,7 +118,9 @@ async def run(
         import yaml
 
         config = parse_config(
-            yaml.safe_load(config_text(provider_kind, srv and srv.base_url, length, repeats))
+            yaml.safe_load(
+                config_text(provider_kind, srv and srv.base_url, length, repeats, count_haystack)
+            )
         )
         model = config.models[0]
         if kind == "llama.cpp":
@@ -140,6 +153,7 @@ async def run(
             provider.bench_counting_requests = counted[0]
             requests = counting_requests(kind, srv, provider)
             assert not built.failed and not built.unbuildable, (built.failed, built.unbuildable)
+            exact = 0  # prompts of exactly the target length
             # Checks, with whole counts (not part of the figure).
             for context in built.contexts:
                 cell = context.cell
@@ -148,14 +162,21 @@ async def run(
                 assert whole == context.prompt_length <= cell.length, (whole, context.prompt_length)
                 from needlescope.probes.registry import probe_module
 
-                filler, fkind = builder.filler_for(cell)
-                longer = probe_module(cell.probe).render(
-                    cell, filler, fkind, context.filler_chars + 1
-                )
-                over = await provider.count_prompt_tokens((Message("user", longer.prompt_text),))
-                assert over is not None and over > cell.length, (over, cell.length)
-                hay = await provider.count_tokens(context.haystack_text)
-                assert hay == measured.haystack_length, (hay, measured.haystack_length)
+                exact += whole == cell.length
+                if whole < cell.length:
+                    filler, fkind = builder.filler_for(cell)
+                    longer = probe_module(cell.probe).render(
+                        cell, filler, fkind, context.filler_chars + 1
+                    )
+                    over = await provider.count_prompt_tokens(
+                        (Message("user", longer.prompt_text),)
+                    )
+                    assert over is not None and over > cell.length, (over, cell.length)
+                if model.counts_haystack:
+                    hay = await provider.count_tokens(context.haystack_text)
+                    assert hay == measured.haystack_length, (hay, measured.haystack_length)
+                else:
+                    assert measured.haystack_length is None
             if store is not None:
                 cell_rows = [builder.cell_row("m", c, built, "bench") for c in built.contexts]
                 store.append("cells", cell_rows)
@@ -171,6 +192,7 @@ async def run(
         "rounds": builder.pieces.rounds,
         "fits": builder.pieces.fits + builder.whole.fits,
         "recalled": len(builder.recalled),
+        "exact": exact,
         "prompts": [c.prompt_sha256 for c in built.contexts],
     }
 
@@ -222,13 +244,20 @@ def main() -> int:
                 new = asyncio.run(run(kind, length, repeats, pieces=True, store=store))
                 again = asyncio.run(run(kind, length, repeats, pieces=True, store=store))
             assert again["prompts"] == new["prompts"], "a re-sweep sent other prompts"
+            with_haystacks = ""
+            if kind in ("anthropic", "gemini"):  # haystacks not counted unless asked for
+                asked = asyncio.run(run(kind, length, repeats, pieces=True, count_haystack=True))
+                assert asked["prompts"] == new["prompts"]
+                with_haystacks = f"; {asked['per_cell']:.2f} with count_haystack: true"
             old = None if args.no_baseline else baseline(kind, length, repeats)
             rows.append((new, again, old or new))
             base = "not run" if old is None else f"{old['per_cell']:.2f}"
             base_s = "" if old is None else f" (baseline {old['wall_s']:.1f} s)"
             print(
                 f"counting requests per cell, {kind} at {length:,} tokens ({new['cells']} cells):"
-                f" first sweep {new['per_cell']:.2f}, re-sweep {again['per_cell']:.2f}"
+                f" first sweep {new['per_cell']:.2f}{with_haystacks},"
+                f" re-sweep {again['per_cell']:.2f}"
+                f" ({new['exact']} of {new['cells']} prompts exactly the length)"
                 f" ({again['recalled']} fits recalled) (goal <= {GOAL:g}; baseline {base});"
                 f" {new['fits']} searches; build {new['wall_s']:.1f} s{base_s},"
                 f" re-sweep {again['wall_s']:.1f} s",

@@ -28,6 +28,8 @@ from needlescope.reasoning import (
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
 PROVIDER_KINDS = ("local", "openai", "anthropic", "gemini")
+# Providers whose token counts are requests to a hosted, rate-limited counting endpoint.
+HOSTED_COUNTERS = ("anthropic", "gemini")
 # Where a remote provider answers when the config gives no base_url.
 DEFAULT_BASE_URLS = {
     "anthropic": "https://api.anthropic.com",
@@ -165,6 +167,10 @@ class ModelConfig(Frozen):
     # OpenAI's reasoning-model parameters: max_completion_tokens, no temperature or top_p.
     # None: true for OpenAI-compatible model ids starting o1, o3, o4 or gpt-5.
     openai_reasoning_params: bool | None = None
+    # The cells table's haystack_length of token cells. None: counted unless that is a request
+    # of its own to a hosted counter (HOSTED_COUNTERS), where it would send nearly the whole
+    # prompt again for every cell; true: always counted; false: never. Not part of a cell's id.
+    count_haystack: bool | None = None
 
     @field_validator("provider")
     @classmethod
@@ -220,6 +226,13 @@ class ModelConfig(Frozen):
         if self.reasoning is not None:
             return self.reasoning
         return thinks_by_default(self.provider, self.model)
+
+    @property
+    def counts_haystack(self) -> bool:
+        """Whether a token cell's haystack is counted for the cells table (``count_haystack``)."""
+        if self.count_haystack is not None:
+            return self.count_haystack
+        return self.provider not in HOSTED_COUNTERS
 
     @property
     def sends_reasoning_params(self) -> bool:

@@ -2,8 +2,10 @@
 Gemini's ``countTokens``: tokenizers not published, so nothing proves that pieces add up), in
 as few counts as a good starting point allows.
 
-A fit is proved by two counts: ``count(n) <= target < count(n + 1)``. ``fit_from`` starts
-where a sibling cell's fit says the answer is, checks it with those two counts, and gallops
+A fit is a filler size whose prompt counts exactly the target: one count proves it. Where no
+size does (one more character adds two tokens, say a needle's digits), it is the size under
+the target whose next one goes over, proved by two counts: ``count(n) < target < count(n +
+1)``. ``fit_from`` starts where a sibling cell's fit says the answer is, checks it, and gallops
 outward on a miss until it brackets the target, then narrows the bracket.
 
 Which sibling a cell starts from is fixed by the grid, never by which cell finished first
@@ -97,18 +99,16 @@ async def fit_from(
     starts: Starts | None = None,
     per_word: float | None = None,
 ) -> WholeFit:
-    """The filler size n with ``measure(n) <= target < measure(n + 1)``, searched from
-    ``start`` (``slope``: tokens per filler character, for the first jump; ``known``: sizes
-    counted already; ``per_word``: tokens per word start, as a sibling's fit measured it).
-
-    A size that counts the target (or one under) is checked with the size after it: a
-    sibling's answer moved by how many tokens this cell's prompt differs by usually is the
-    answer. Near the target (``NEAR`` tokens), the next size is where the filler's word starts
-    (``starts``) say the missing tokens end: a token mostly begins where a word does, so a
-    guess lands on the size whose next character adds one. Further out, or after
-    ``WORD_GUESSES`` such guesses, the search jumps by the missing tokens at the measured slope
-    (further each time it lands on the same side) until it brackets the target, then halves the
-    bracket. Every guess is only a guess: the answer is the two counts that prove it."""
+    """A filler size n with ``measure(n) == target`` (the first counted), else one with
+    ``measure(n) < target < measure(n + 1)``, searched from ``start`` (``slope``: tokens per
+    filler character, for the first jump; ``known``: sizes counted already; ``per_word``:
+    tokens per word start, as a sibling's fit measured it). A sibling's answer moved by how
+    many tokens this cell's prompt differs by usually is the answer; a size one under the
+    target is checked with the size after it. Near the target (``NEAR`` tokens), the next size
+    is where the filler's word starts (``starts``) say the missing tokens end (tokens mostly
+    begin where words do). Further out, or after ``WORD_GUESSES`` such guesses, the search
+    jumps by the missing tokens at the measured slope (further on each miss) until it brackets
+    the target, then halves the bracket. Guesses are guesses; the counts prove the answer."""
     if target < 0:
         raise ValueError(f"target length cannot be negative, got {target}")
     seen: dict[int, int] = dict(known or {})
@@ -127,17 +127,18 @@ async def fit_from(
     guesses = 0  # sizes counted on the word starts' say
     while True:
         value = await at(n)
-        if target - 1 <= value <= target:  # n may be the answer: its proof
-            await at(n + 1)
+        if value == target - 1 and await at(n + 1) == target:
+            n, value = n + 1, target
+        rate = _rate(seen) or slope
+        per_word = (_per_word(seen, starts, ratios) if starts is not None else None) or per_word
+        if value == target:  # exactly the target: nothing to prove about the size after
+            return WholeFit(n, value, rate, len(seen), per_word)
+        low, high = _bracket(seen, target)
+        if low is not None and high is not None and high - low == 1:
+            return WholeFit(low, seen[low], rate, len(seen), per_word)
         now = 1 if value <= target else -1
         misses = misses + 1 if now == side else 0
         side = now
-        low, high = _bracket(seen, target)
-        rate = _rate(seen) or slope
-        measured_per_word = _per_word(seen, starts, ratios) if starts is not None else None
-        per_word = measured_per_word or per_word
-        if low is not None and high is not None and high - low == 1:
-            return WholeFit(low, seen[low], rate, len(seen), per_word)
         guess = None
         if starts is not None and guesses < WORD_GUESSES:
             guess = _by_words(seen, target, low, high, rate, starts, per_word or 1.0)

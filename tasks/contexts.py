@@ -261,9 +261,10 @@ class ContextBuilder:
         if too_long:
             raise LengthError(too_long)
         remembered = self.remembered.get(cell.cell_id)
+        haystack_length = None
         if cell.cell_id in self.recalled and remembered is not None:
             haystack_length = remembered.haystack_length  # the same text, counted before
-        else:
+        if haystack_length is None:  # (or not counted then: maybe asked for now)
             haystack_length = await self.haystack_length(model, context)
         measured = Measured(
             haystack_length=haystack_length,
@@ -333,6 +334,8 @@ class ContextBuilder:
             return None
         if unit in ("chars", "bytes"):
             return measure_text(context.haystack_text, unit)  # type: ignore[arg-type]
+        if not self.config.model(model).counts_haystack:
+            return None
         text = context.haystack_text
         counted = await self.pieces.count_text(model, self.providers[model], text)
         if counted is not None:

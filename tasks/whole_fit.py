@@ -1,6 +1,6 @@
 """Token-exact fitting through a provider that counts whole prompts only (Anthropic, Gemini,
 an OpenAI-wire server's tokenizer endpoint): each cell starts from its reference's fit
-(``needlescope.whole_fit``), so most cells cost the two counts that prove their fit.
+(``needlescope.whole_fit``), so most cells cost the count (or two) that proves their fit.
 
 A cell's reference is fixed by the grid (the config's cells in grid order), so its fit does not
 depend on which cells this run builds or in what order; a reference the run does not build

@@ -156,3 +156,30 @@ def test_a_stored_config_reads_back_as_the_same_config(tmp_path: Path) -> None:
     assert again == config
     assert [m.name for m in again.models] == ["m@hot", "m@cold"]
     assert [c.cell_id for c in expand_grid(again)] == [c.cell_id for c in expand_grid(config)]
+
+
+@pytest.mark.parametrize(
+    ("provider", "setting", "counted"),
+    [
+        ("local", None, True),
+        ("openai", None, True),
+        ("anthropic", None, False),
+        ("gemini", None, False),
+        ("anthropic", True, True),
+        ("local", False, False),
+    ],
+)
+def test_haystacks_are_counted_unless_that_is_a_hosted_counters_request(
+    provider: str, setting: bool | None, counted: bool
+) -> None:
+    model: dict[str, object] = {"name": "m", "provider": provider, "model": "x"}
+    if provider == "openai":
+        model["base_url"] = "http://127.0.0.1:1/v1"
+    if setting is not None:
+        model["count_haystack"] = setting
+    probes = [{"probe": "recall", "lengths": [1000], "needle_counts": [1]}]
+    config = parse_config({"name": "c", "models": [model], "probes": probes})
+    assert config.model("m").counts_haystack is counted
+    bad = {"name": "c", "models": [{**model, "count_haystack": "sometimes"}], "probes": probes}
+    with pytest.raises(ConfigError, match=r"models\.0\.count_haystack"):
+        parse_config(bad)

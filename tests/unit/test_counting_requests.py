@@ -28,7 +28,8 @@ from tests.unit.test_piece_count import tokens as piece_tokens
 KINDS = ("anthropic", "gemini")
 
 
-def config_for(kind: str, base_url: str) -> SweepConfig:
+def config_for(kind: str, base_url: str, count_haystack: bool | None = None) -> SweepConfig:
+    haystack = "" if count_haystack is None else f"\n    count_haystack: {count_haystack}"
     return parse_config(
         yaml.safe_load(
             f"""
@@ -39,7 +40,7 @@ models:
     provider: {kind}
     base_url: {base_url}
     model: fake-model
-    api_key_env: NS_TEST_COUNT_KEY
+    api_key_env: NS_TEST_COUNT_KEY{haystack}
 probes:
   - probe: recall
     lengths: [1500]
@@ -53,10 +54,12 @@ probes:
 
 
 @contextlib.asynccontextmanager
-async def fake(kind: str) -> AsyncIterator[tuple[Any, Provider, SweepConfig]]:
+async def fake(
+    kind: str, count_haystack: bool | None = None
+) -> AsyncIterator[tuple[Any, Provider, SweepConfig]]:
     server: Any = FakeAnthropicServer() if kind == "anthropic" else FakeGeminiServer()
     async with server as srv:
-        config = config_for(kind, srv.base_url)
+        config = config_for(kind, srv.base_url, count_haystack)
         provider = create_provider(
             kind, name="m", base_url=srv.base_url, model="fake-model", api_key="k"
         )
@@ -81,19 +84,26 @@ async def build(
 
 
 async def assert_exact(srv: Any, provider: Provider, builder: ContextBuilder, built: Built) -> None:
-    """Each prompt is the longest within its length, by whole counts (the fake's logs are put
-    back as they were: the checks are not the build's requests)."""
+    """Each prompt counts exactly its length, or under it with one more filler character over
+    (by whole counts); the haystack's stored length is a whole count of it where the model
+    counts haystacks, else None (the fake's logs are put back as they were: the checks are
+    not the build's requests)."""
     logged = (srv.count_requests, list(srv.counted))
+    counts_haystack = builder.config.model("m").counts_haystack
     for context in built.contexts:
         cell = context.cell
         prompt = await provider.count_prompt_tokens((Message("user", context.prompt_text),))
         assert prompt == context.prompt_length <= cell.length
-        filler, kind = builder.filler_for(cell)
-        longer = probe_module(cell.probe).render(cell, filler, kind, context.filler_chars + 1)
-        over = await provider.count_prompt_tokens((Message("user", longer.prompt_text),))
-        assert over is not None and over > cell.length
-        haystack = await provider.count_tokens(context.haystack_text)
-        assert haystack == built.measured[cell.cell_id].haystack_length
+        if prompt < cell.length:
+            filler, kind = builder.filler_for(cell)
+            longer = probe_module(cell.probe).render(cell, filler, kind, context.filler_chars + 1)
+            over = await provider.count_prompt_tokens((Message("user", longer.prompt_text),))
+            assert over is not None and over > cell.length
+        stored = built.measured[cell.cell_id].haystack_length
+        if counts_haystack:
+            assert stored == await provider.count_tokens(context.haystack_text)
+        else:
+            assert stored is None
     srv.count_requests, srv.counted = logged
 
 
@@ -120,9 +130,24 @@ async def test_a_first_build_starts_cells_from_their_references(
         assert [c.prompt_length for c in before.contexts] == [
             c.prompt_length for c in built.contexts
         ]
-        # 6 cells, 2 groups of repeats: the first fitted alone (~10 counts), the others from
-        # it, 4 of them with the 2 counts that prove their fit; one count per haystack
-        assert new <= 4.5 * len(cells) and 2 * new <= srv.count_requests
+        # 6 cells, 2 groups of repeats: the first fitted alone, the others from it, the 4
+        # repeats with the one count that shows their prompt is exactly the length; no
+        # haystack counted (a hosted counter's, not asked for)
+        assert new <= 2 * len(cells) and 3 * new <= srv.count_requests
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_model_that_asks_for_haystack_lengths_pays_one_count_a_cell(kind: str) -> None:
+    requests = {}
+    for count_haystack in (None, False, True):
+        async with fake(kind, count_haystack) as (srv, provider, config):
+            cells = expand_grid(config)
+            builder, built = await build(config, provider, cells)
+            requests[count_haystack] = srv.count_requests
+            await assert_exact(srv, provider, builder, built)  # haystack lengths: whole counts
+            stored = [built.measured[c.cell_id].haystack_length for c in cells]
+            assert all(n is not None for n in stored) == bool(count_haystack)
+    assert requests[None] == requests[False] == requests[True] - len(cells)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -32,22 +32,41 @@ def words(n: int) -> int:
 
 
 def proves(f: Callable[[int], int], n: int, target: int) -> bool:
-    return f(n) <= target < f(n + 1)
+    """Exactly the target, or under it with the next size over (no size counts the target)."""
+    return f(n) == target or f(n) < target < f(n + 1)
 
 
 @pytest.mark.parametrize("start", [0, 1, 300, 3_000, 4_845, 4_849, 4_850, 4_851, 9_999, 400_000])
-def test_the_fit_is_proved_from_any_start(start: int) -> None:
+def test_the_fit_is_exact_from_any_start(start: int) -> None:
     measure, asked = counter(words)
     found = asyncio.run(fit_from(measure, 1_000, start, 0.25))
-    assert proves(words, found.n_filler_chars, 1_000)
-    assert found.measured == words(found.n_filler_chars)
+    # sizes 4,846..4,850 count exactly 1,000: the search stops at the first it counts
+    assert 4_846 <= found.n_filler_chars <= 4_850
+    assert found.measured == words(found.n_filler_chars) == 1_000
     assert len(asked) == len(set(asked)) <= 30
 
 
-def test_a_start_at_the_answer_costs_the_two_counts_that_prove_it() -> None:
+def test_a_start_at_the_answer_costs_the_one_count_that_proves_it() -> None:
     measure, asked = counter(words)
     found = asyncio.run(fit_from(measure, 1_000, 4_850, 0.2))
-    assert (found.n_filler_chars, asked) == (4_850, [4_850, 4_851])
+    assert (found.n_filler_chars, asked) == (4_850, [4_850])
+
+
+def test_one_under_the_target_checks_the_next_size() -> None:
+    measure, asked = counter(words)
+    found = asyncio.run(fit_from(measure, 1_000, 4_845, 0.2))  # 999 tokens; 4,846 is 1,000
+    assert (found.n_filler_chars, found.measured, asked) == (4_846, 1_000, [4_845, 4_846])
+
+
+def test_where_no_size_counts_the_target_the_size_under_is_proved_by_two_counts() -> None:
+    def pairs(n: int) -> int:  # every word adds two tokens: odd counts never occur
+        return 30 + 2 * ((n + 4) // 5)
+
+    for start in (0, 4_000, 4_850, 9_000):
+        measure, asked = counter(pairs)
+        found = asyncio.run(fit_from(measure, 1_001, start, 0.4))
+        assert pairs(found.n_filler_chars) == 1_000 < 1_001 < pairs(found.n_filler_chars + 1)
+        assert found.n_filler_chars + 1 in asked, start
 
 
 def test_a_count_that_falls_as_a_word_completes_still_gets_a_proved_fit() -> None:
