@@ -12,10 +12,11 @@ import altair as alt
 import duckdb
 import polars as pl
 import pytest
+from altair.utils.data import MaxRowsError
 from openpyxl import load_workbook
 
 from needlescope.grading.recall import grade_recall
-from needlescope.warehouse.charts import lines
+from needlescope.warehouse.charts import lines, vega
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.stats import stats, tables
@@ -250,10 +251,55 @@ def test_heatmap_blocks_per_variant_share_one_colour_scale() -> None:
         title="Missing",
     )
     data = spec(chart)
-    assert [block["title"]["text"] for block in data["vconcat"]] == ["b", "a"]
+    # the same needle indices: one grid, a row per variant (in row_sort's order), a column per
+    # model, sharing the x and y scales
+    (grid,) = data["vconcat"]
+    assert grid["facet"]["row"]["sort"] == ["b", "a"]
+    assert grid["facet"]["column"]["sort"] == ["model-0", "model-1"]
+    assert grid["resolve"]["scale"] == {"x": "shared", "y": "shared", "color": "shared"}
     domains = find(data["vconcat"], "domain")
-    assert len(domains) == 2 and domains[0] == domains[1] == [0.0, 50 / 3, 100 / 3, 50.0]
+    assert len(domains) == 1 and domains[0] == [0.0, 50 / 3, 100 / 3, 50.0]
     assert data["resolve"]["scale"]["color"] == "shared"
+
+
+def test_heatmap_variants_with_other_rows_get_grids_of_their_own() -> None:
+    frames = [
+        needle_frame().with_columns(pl.lit(label).alias("variant")) for label in ("a", "b", "c")
+    ]
+    # "b" has needle indices 1-2 only: a grid of its own, so "a" and "c" keep their 4 rows
+    frames[1] = frames[1].filter(pl.col("needle_index") <= 2)
+    chart = charts.heatmap(
+        pl.concat(frames), value="position_accuracy", row="variant", title="Position"
+    )
+    data = spec(chart)
+    assert [g["facet"]["row"]["sort"] for g in data["vconcat"]] == [["a", "c"], ["b"]]
+    assert data["resolve"]["scale"]["color"] == "shared"
+
+
+def test_heatmap_with_more_models_than_a_row_holds_stacks_a_block_per_variant() -> None:
+    frame = pl.concat(
+        [
+            needle_frame(charts.GRID_PANELS + 1).with_columns(pl.lit(label).alias("variant"))
+            for label in ("a", "b")
+        ]
+    )
+    chart = charts.heatmap(frame, value="position_accuracy", row="variant", title="Position")
+    data = spec(chart)
+    assert [block["title"]["text"] for block in data["vconcat"]] == ["a", "b"]
+    assert {block["columns"] for block in data["vconcat"]} == {4}  # model panels wrapped
+
+
+def test_a_heatmap_of_more_rows_than_altair_allows_gets_a_spec() -> None:
+    frame = pl.DataFrame(
+        {"model": "m", "length": length, "needle_index": index, "position_accuracy": 50.0}
+        for length in range(1_000, 61_000, 1_000)
+        for index in range(1, 101)
+    )
+    chart = charts.heatmap(frame, value="position_accuracy", title="Position")
+    data = vega.chart_spec(chart)
+    assert sum(len(rows) for rows in data["datasets"].values()) == 6_000
+    with pytest.raises(MaxRowsError):  # Altair's own setting is left as it was
+        chart.to_dict()
 
 
 def test_degenerate_frames_give_placeholders_not_errors() -> None:

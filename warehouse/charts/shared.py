@@ -3,8 +3,8 @@
 
 Every builder copes with degenerate frames (no rows, one length, no parsed answer) by
 returning a titled placeholder that says what is missing. Heatmaps put length on an
-ordinal axis sorted numerically and draw one panel per ``panel`` value (a model), stacked
-in a block per ``row`` value (a variant), all on one explicit colour scale.
+ordinal axis sorted numerically and draw one panel per ``panel`` value (a model), in rows
+per ``row`` value (a variant), all on one explicit colour scale.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ REDS = ("#f7f7f7", "#fcae91", "#de2d26", "#67000d")
 PURPLES = ("#f7f7f7", "#bcbddc", "#756bb1", "#3f007d")
 ORANGES = ("#f7f7f7", "#fdae6b", "#e6550d", "#7f2704")
 PANEL_COLUMNS = 3
+GRID_PANELS = 6  # a heatmap's panels (models) side by side in a grid, at most
 WIDTH, HEIGHT = 560, 300
 PANEL_WIDTH, PANEL_HEIGHT = 300, 200
 NO_PARSED = "No parsed answers yet: nothing to chart."
@@ -207,7 +208,9 @@ def heatmap(
     empty_message: str = NO_PARSED,
 ) -> Chart:
     """Rectangles at (x, y) coloured by ``value`` on one scale (``domain``) for all panels:
-    one per ``panel`` value (a model), in a block per ``row`` value (a variant) if given."""
+    one per ``panel`` value (a model); with ``row`` (a variant), a grid of variant rows ×
+    model columns per set of variants with the same y values (a block per variant where the
+    models are more than ``GRID_PANELS``)."""
     data = frame.filter(pl.col(value).is_not_null())
     if data.is_empty():
         return placeholder(title, empty_message, subtitle)
@@ -249,28 +252,65 @@ def heatmap(
         ),
     }
 
-    def panels(part: pl.DataFrame, heading: alt.TitleParams) -> Chart:
+    def rects(part: pl.DataFrame) -> alt.Chart:
         rect = alt.Chart(part).mark_rect().encode(**encoding)
-        rect = rect.properties(width=alt.Step(x_step), height=alt.Step(y_step))
+        return rect.properties(width=alt.Step(x_step), height=alt.Step(y_step))
+
+    def panels(part: pl.DataFrame, heading: alt.TitleParams) -> Chart:
         # The panels of a block share their lengths and needle indices: one axis per row and
         # column of panels (80 panels' own axes were a third of a static heatmap's drawing)
-        return facet(rect, part, panel, heading, columns=4, shared_axes=True)
+        return facet(rects(part), part, panel, heading, columns=4, shared_axes=True)
 
     if row is None:
         return panels(data, chart_title(title, subtitle))
-    # One block of model panels per variant (e.g. needle count × filler), stacked.
     present = first_seen(data, row)
     order = [v for v in row_sort or () if v in present]
     order += [v for v in present if v not in order]
-    blocks = [
-        panels(
-            data.filter(pl.col(row) == value),
-            alt.TitleParams(str(value), fontSize=13, anchor="start", color="#444"),
-        )
-        for value in order
-    ]
+    if len(first_seen(data, panel)) > GRID_PANELS:
+        # Too many panels for a row: one block of wrapped model panels per variant, stacked.
+        blocks = [
+            panels(
+                data.filter(pl.col(row) == value),
+                alt.TitleParams(str(value), fontSize=13, anchor="start", color="#444"),
+            )
+            for value in order
+        ]
+    else:
+        # A grid of variant rows × model columns for each set of variants with the same y
+        # values (e.g. needle count): one y axis per row and one x axis per column, half the
+        # axes of a block per variant, which are most of what a static heatmap takes to draw.
+        models = first_seen(data, panel)
+        blocks = [
+            grid(rects(data.filter(pl.col(row).is_in(values))), row, values, panel, models)
+            for values in _same_rows(data, row, y, order)
+        ]
     return (
         alt.vconcat(*blocks, spacing=24)
         .resolve_scale(color="shared")
         .properties(title=chart_title(title, subtitle))
     )
+
+
+def grid(
+    rects: alt.Chart, row: str, rows: Sequence[Any], column: str, columns: Sequence[Any]
+) -> alt.FacetChart:
+    """``rects`` in a grid of ``row`` values (labelled on the left) × ``column`` values
+    (headed on top), sharing their x and y scales."""
+    row_header = alt.Header(
+        labelAngle=0, labelAlign="right", labelFontSize=12, labelFontWeight="bold", labelLimit=320
+    )
+    column_header = alt.Header(labelFontSize=12, labelFontWeight="bold", labelLimit=320)
+    return rects.facet(
+        row=alt.Row(f"{row}:N", sort=list(rows), title=None, header=row_header),
+        column=alt.Column(f"{column}:N", sort=list(columns), title=None, header=column_header),
+    ).resolve_scale(x="shared", y="shared", color="shared")
+
+
+def _same_rows(data: pl.DataFrame, row: str, y: str, order: Sequence[Any]) -> list[list[Any]]:
+    """``order``'s values grouped by the set of ``y`` values their rows hold (in ``order``)."""
+    sets = data.group_by(row).agg(pl.col(y).unique().sort().alias("ys"))
+    key = {r[row]: tuple(r["ys"]) for r in sets.iter_rows(named=True)}
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for value in order:
+        groups.setdefault(key[value], []).append(value)
+    return list(groups.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,14 @@ def vega_bundle() -> str:
 def chart_spec(chart: Chart) -> dict[str, Any]:
     # Not validated against the Vega-Lite schema here: that walks every inlined data row
     # (seconds for a heatmap of 1M answers); the chart builders' tests validate their specs.
-    return dict(chart.to_dict(validate=False))
+    # Altair refuses a frame of over 5,000 rows unless told otherwise, and a heatmap of every
+    # needle has tens of thousands. Its setting is global: lifted here only, one chart at a
+    # time. (Rows passed as plain values instead are deep-copied by every chart operation.)
+    with _UNLIMITED, alt.data_transformers.disable_max_rows():
+        return dict(chart.to_dict(validate=False))
+
+
+_UNLIMITED = threading.Lock()
 
 
 def save_spec(spec: dict[str, Any], stem: Path) -> None:
