@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from needlescope.warehouse.stats import epochs as epoch_sets
 from needlescope.warehouse.stats.intervals import DEFAULT_RESAMPLES
 from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.significance import (
@@ -47,8 +48,7 @@ def _previous_epoch(
             JOIN configs c ON r.config_name IS NOT DISTINCT FROM c.config_name
         ), graded AS (
             -- the epochs with a graded result (views.sql: result_attempts)
-            SELECT DISTINCT epoch FROM result_attempts
-            WHERE model = $model AND probe = $probe AND error_kind IS NULL
+            SELECT unnest($graded::VARCHAR[]) AS epoch
         )
         SELECT s.epoch FROM starts s
         JOIN same_config USING (epoch) JOIN graded USING (epoch)
@@ -57,7 +57,7 @@ def _previous_epoch(
         ORDER BY s.started_at DESC, s.epoch DESC
         LIMIT 1
         """,
-        {"epoch": epoch, "model": model, "probe": probe},
+        {"epoch": epoch, "graded": epoch_sets.graded(con, probe, model)},
     ).fetchall()
     return str(row[0][0]) if row else None
 

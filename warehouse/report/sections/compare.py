@@ -28,6 +28,7 @@ import duckdb
 import polars as pl
 
 from needlescope.warehouse.report.html import esc, fill, json_clean, json_script, template
+from needlescope.warehouse.stats import epochs as epoch_sets
 from needlescope.warehouse.stats import significance
 
 MAX_MODELS = 15
@@ -66,29 +67,11 @@ def _epochs(
 ) -> dict[str, list[str]]:
     """Each model's epochs with a graded answer, oldest first (by their first graded attempt:
     views.sql's result_attempts)."""
-    rows = con.execute(
-        """
-        SELECT model, epoch, min(answered_at) AS first FROM result_attempts
-        WHERE probe = $probe AND error_kind IS NULL AND list_contains($models, model)
-        GROUP BY model, epoch ORDER BY model, first, epoch
-        """,
-        {"probe": probe, "models": list(models)},
-    ).fetchall()
-    epochs: dict[str, list[str]] = {}
-    for model, epoch, _ in rows:
-        epochs.setdefault(str(model), []).append(str(epoch))
-    return epochs
+    return epoch_sets.by_first_graded(con, probe, models)
 
 
 def _latest(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
-    rows = con.execute(
-        """
-        SELECT epoch FROM result_attempts WHERE probe = $probe AND error_kind IS NULL
-        GROUP BY epoch ORDER BY min(answered_at) DESC, epoch DESC LIMIT 1
-        """,
-        {"probe": probe},
-    ).fetchall()
-    return str(rows[0][0]) if rows else None
+    return epoch_sets.latest_graded(con, probe)
 
 
 def _cells(frame: pl.DataFrame) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from needlescope.warehouse.report.html import (
 )
 from needlescope.warehouse.report.sections.ruler_stats import ruler_effective
 from needlescope.warehouse.stats import accuracy, drift, intervals, tallied
+from needlescope.warehouse.stats import epochs as epoch_sets
 from needlescope.warehouse.stats.gates import serving_changes
 from needlescope.warehouse.store import figures
 
@@ -146,8 +147,7 @@ def _effective(con: duckdb.DuckDBPyConnection, probe: str, threshold: float, see
 def result_probes(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The probes ``results`` has rows of (views.sql's result_attempts: deriving `results`
     would pick every attempt)."""
-    found = con.execute("SELECT DISTINCT probe FROM result_attempts ORDER BY probe")
-    return [str(p) for (p,) in found.fetchall()]
+    return epoch_sets.probes(con)
 
 
 def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
@@ -158,11 +158,11 @@ def latest_epoch(con: duckdb.DuckDBPyConnection, probe: str) -> str | None:
     found = con.execute(
         """
         WITH starts AS (SELECT epoch, min(started_at) AS started_at FROM runs GROUP BY epoch),
-        seen AS (SELECT DISTINCT epoch FROM result_attempts WHERE probe = $probe)
+        seen AS (SELECT unnest($seen::VARCHAR[]) AS epoch)
         SELECT e.epoch, s.started_at FROM seen e LEFT JOIN starts s USING (epoch)
         ORDER BY s.started_at DESC NULLS LAST
         """,
-        {"probe": probe},
+        {"seen": epoch_sets.seen(con, probe)},
     ).fetchall()
     if not found:
         return None
