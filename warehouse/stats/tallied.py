@@ -24,6 +24,7 @@ from needlescope.warehouse.stats.intervals import (
     normal_interval,
     wilson_interval,
 )
+from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.sql import order_by, quoted, same
 from needlescope.warehouse.store.figures import (
     AXES,
@@ -102,6 +103,13 @@ def unstable_configs(con: duckdb.DuckDBPyConnection, probe: str, spread: float) 
     """``accuracy.unstable_cells`` over every epoch of ``probe``, from the tallies: the cell
     configs whose graded answers span more than ``spread`` points, with ``valued`` (each
     accuracy with how many answers have it) in place of the answers' ordered list."""
+    # The Summary and the Statistics section ask for the same, at once
+    return remembered(
+        con, ("unstable_configs", probe, spread), lambda: _unstable(con, probe, spread)
+    )
+
+
+def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> pl.DataFrame:
     groups = tallied_groups_sql(AXES, RECALL_COUNTS, PARSED, epochs=True, where=PROBE)
     return con.sql(
         f"""{groups}{VALUE_LISTS}
