@@ -112,3 +112,24 @@ def test_what_changed_in_serving_since_the_previous_epoch(tmp_path: Path) -> Non
     con = two_nights(tmp_path)
     assert serving_changes(con, "e2") == {"m": ["model version gemini-2.5-flash-001 → -002"]}
     assert serving_changes(con, "e1") == {}
+
+
+def test_serving_changes_are_told_apart_per_model(tmp_path: Path) -> None:
+    """Read in two passes (the epoch's rows, then the previous epochs'), each model is still
+    held to its own previous epoch: m changed its version, n did not, k is new in e2."""
+    sweep = Sweep(tmp_path)
+    sweep.run("run-e1", "e1", day=0)
+    sweep.run("run-e2", "e2", day=1)
+    for repeat in range(3):
+        for epoch in ("e1", "e2"):
+            sweep.answer("m", epoch, 1000, pattern(4), repeat=repeat)
+            sweep.answer("n", epoch, 1000, pattern(4), repeat=repeat)
+        sweep.answer("k", "e2", 1000, pattern(4), repeat=repeat)
+    for row in sweep.rows[("answers", "m")]:
+        row["model_version"] = f"v{1 if row['epoch'] == 'e1' else 2}"
+    for row in sweep.rows[("answers", "n")]:
+        row["model_version"] = "v7"
+    for row in sweep.rows[("answers", "k")]:
+        row["model_version"] = "v9"
+    con = sweep.connect()
+    assert serving_changes(con, "e2") == {"m": ["model version v1 → v2"], "n": []}

@@ -84,26 +84,25 @@ def serving_changes(con: duckdb.DuckDBPyConnection, epoch: str) -> dict[str, lis
     out."""
     known = set(con.sql("SELECT * FROM results LIMIT 0").columns)
     columns = ", ".join(f'"{c}"' for c in ("model", *fingerprint.COLUMNS) if c in known)
-    pairs = con.execute(
-        "SELECT DISTINCT model, probe FROM results WHERE epoch = $epoch ORDER BY model, probe",
-        {"epoch": epoch},
-    ).fetchall()
+    # Two reads (the epoch's rows, then every previous epoch's), not two per model and probe
+    read = f"SELECT epoch, probe, {columns} FROM results WHERE list_contains($epochs, epoch)"
+    latest = con.sql(read, params={"epochs": [epoch]}).pl()
+    pairs = latest.select("model", "probe").unique().sort("model", "probe").rows()
+    before = {(m, p): previous_epoch(con, m, epoch, probe=p) for m, p in pairs}
+    wanted = sorted({e for e in before.values() if e is not None})
+    earlier = con.sql(read, params={"epochs": wanted}).pl() if wanted else latest.clear()
     changes: dict[str, list[str]] = {}
     for model, probe in pairs:
-        before = previous_epoch(con, model, epoch, probe=probe)
-        if before is None:
+        if before[(model, probe)] is None:
             continue
+        mine = (pl.col("model") == model) & (pl.col("probe") == probe)
         sides = [
-            con.sql(
-                f"SELECT {columns} FROM results"
-                " WHERE epoch = $epoch AND model = $model AND probe = $probe",
-                params={"epoch": e, "model": model, "probe": probe},
-            )
-            .pl()
-            .iter_rows(named=True)
-            for e in (before, epoch)
+            earlier.filter(mine & (pl.col("epoch") == before[(model, probe)])),
+            latest.filter(mine),
         ]
-        lines = fingerprint.what_changed(*(fingerprint.summarise(rows) for rows in sides))
+        lines = fingerprint.what_changed(
+            *(fingerprint.summarise(side.iter_rows(named=True)) for side in sides)
+        )
         found = changes.setdefault(model, [])
         found += [line for line in lines if line not in found]
     return changes
