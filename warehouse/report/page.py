@@ -76,7 +76,7 @@ def write_report(
     ):
         bundle = pool.submit(vega.vega_bundle)  # the slowest step: overlap it with the queries
         # The renderers start their Vega runtimes while the queries run.
-        warming = [draw.submit(render.warm_up, vl) for _ in range(2)]
+        warming = render.start(draw, vl)
         con = _connect(Path(root))
         summary: Future[Any] | None = None
         added: extras.Extras | None = None
