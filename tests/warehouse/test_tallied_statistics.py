@@ -45,6 +45,10 @@ def check_intervals_and_unstable(con: duckdb.DuckDBPyConnection) -> None:
     tallies equal the plain ones (over a copy of `results`)."""
     con.execute("CREATE OR REPLACE TEMP TABLE snap AS SELECT * FROM results")
     same(stats.hallucination_rates(con), stats.hallucination_rates(con, source="snap"))
+    # the report hands over the statistics table it read: the same rates
+    table = stats.recall_stats(con, 30.0)
+    same(stats.hallucination_rates(con), stats.hallucination_rates(con, stats_table=table))
+    assert "needlescope_stats_table" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}
     same(stats.error_counts(con), stats.error_counts(con, source="snap"))
     for axes, probe in ((AXES, None), (["probe", "model"], "recall"), (["probe"], "cases")):
         where = f"(SELECT * FROM snap WHERE probe = '{probe}')" if probe else "snap"

@@ -31,11 +31,12 @@ def load(
     from the tallies (the ``recall_stats`` view, stats/tallied.py, the needle and
     hallucination tallies); ``source`` other than ``results`` (a table of its rows) counts
     the hallucinations over that table instead."""
-    table = tallied.with_intervals(con, stats.recall_stats(con, unstable_range), figures.AXES)
+    counts = stats.recall_stats(con, unstable_range)
+    table = tallied.with_intervals(con, counts, figures.AXES)
     # The needle heatmaps show, beside their rates, the config's invalid answers.
     invalid = table.select(*figures.AXES, *INVALID)
     needles = _joined(stats.needle_rates(con, whole=True), invalid)
-    invented = _joined(stats.hallucination_rates(con, source=source), invalid)
+    invented = _joined(stats.hallucination_rates(con, source=source, stats_table=counts), invalid)
     probes = []
     for probe in table["probe"].unique(maintain_order=True).to_list():
         rows = table.filter(pl.col("probe") == probe)

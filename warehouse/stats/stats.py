@@ -10,7 +10,8 @@ validities; failed requests (``error_kind`` set) are counted apart as ``errors``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import duckdb
 import polars as pl
@@ -100,11 +101,18 @@ def needle_rates(
     ).pl()
 
 
-def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "results") -> pl.DataFrame:
+def hallucination_rates(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    source: str = "results",
+    stats_table: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """Hallucinated values per parsed answer, by the anchor interval they sit in.
 
     Every interval seen in a config is listed at every length of that config with parsed
     answers, with 0 where none fell in it, so a heatmap tells "none" from "not tested".
+    ``stats_table``: :func:`recall_stats`' rows, when read already (their ``graded`` counts
+    are the parsed answers; the view would be derived again).
     """
     cols = quoted(AXES)
     same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
@@ -127,13 +135,41 @@ def hallucination_rates(con: duckdb.DuckDBPyConnection, *, source: str = "result
             WHERE r.{COUNTED}
             GROUP BY ALL"""
     )
+    counted = "recall_stats" if stats_table is None else "needlescope_stats_table"
     parsed = (
         # the graded answers per config: recall_stats' count, from the tallies
-        f"SELECT {cols}, graded AS parsed_answers FROM recall_stats WHERE graded > 0"
+        f"SELECT {cols}, graded AS parsed_answers FROM {counted} WHERE graded > 0"
         if source == "results"
         else f"SELECT {cols}, count(*) AS parsed_answers FROM {source} WHERE {PARSED} "
         f"GROUP BY {cols}"
     )
+    with _registered(con, counted, stats_table):
+        return _rates_query(con, parsed, found, same, same_variant, variant)
+
+
+@contextlib.contextmanager
+def _registered(
+    con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame | None
+) -> Iterator[None]:
+    """``frame`` readable as ``name`` on ``con`` meanwhile (nothing when it is None)."""
+    if frame is None:
+        yield
+        return
+    con.register(name, frame.select(*AXES, "graded"))
+    try:
+        yield
+    finally:
+        con.unregister(name)
+
+
+def _rates_query(
+    con: duckdb.DuckDBPyConnection,
+    parsed: str,
+    found: str,
+    same: str,
+    same_variant: str,
+    variant: list[str],
+) -> pl.DataFrame:
     return con.sql(
         f"""
         WITH parsed AS ({parsed}), found AS ({found}), intervals AS (
