@@ -58,8 +58,9 @@ def warm_up(vl_version: str) -> None:
     vlc.vegalite_to_svg(spec, vl_version=vl_version)
 
 
-def start(pool: Executor, vl_version: str, workers: int = 2) -> list[Future[None]]:
-    """Start ``pool``'s workers now, each warming up its Vega runtime (the futures say when).
+def start(pool: Executor, vl_version: str, workers: int | None = None) -> list[Future[None]]:
+    """Start ``pool``'s workers now (``workers``: by default as many as it has), each warming
+    up its Vega runtime (the futures say when).
 
     A spawned worker re-runs the main script's module level (a CLI's or a benchmark's
     imports: 0.3-0.8 s of CPU each, beside the report's own work) unless the main module's
@@ -69,8 +70,10 @@ def start(pool: Executor, vl_version: str, workers: int = 2) -> list[Future[None
     saved = getattr(main, "__spec__", None)
     if main is not None:
         main.__spec__ = ModuleSpec("__main__", None)
+    # (both executors keep their size in _max_workers)
+    count = workers if workers is not None else int(getattr(pool, "_max_workers", 1))
     try:
-        return [pool.submit(warm_up, vl_version) for _ in range(workers)]
+        return [pool.submit(warm_up, vl_version) for _ in range(count)]
     finally:
         if main is not None:
             main.__spec__ = saved

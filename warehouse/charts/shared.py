@@ -266,7 +266,8 @@ def heatmap(
     present = first_seen(data, row)
     order = [v for v in row_sort or () if v in present]
     order += [v for v in present if v not in order]
-    if len(first_seen(data, panel)) > GRID_PANELS:
+    models = first_seen(data, panel)
+    if len(models) > GRID_PANELS:
         # Too many panels for a row: one block of wrapped model panels per variant, stacked.
         blocks = [
             panels(
@@ -279,7 +280,6 @@ def heatmap(
         # A grid of variant rows × model columns for each set of variants with the same y
         # values (e.g. needle count): one y axis per row and one x axis per column, half the
         # axes of a block per variant, which are most of what a static heatmap takes to draw.
-        models = first_seen(data, panel)
         blocks = [
             grid(rects(data.filter(pl.col(row).is_in(values))), row, values, panel, models)
             for values in _same_rows(data, row, y, order)

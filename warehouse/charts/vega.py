@@ -47,6 +47,9 @@ def vega_bundle() -> str:
     return bundle
 
 
+_UNLIMITED = threading.Lock()  # Altair's row limit lifted: one chart at a time
+
+
 def chart_spec(chart: Chart) -> dict[str, Any]:
     # Not validated against the Vega-Lite schema here: that walks every inlined data row
     # (seconds for a heatmap of 1M answers); the chart builders' tests validate their specs.
@@ -55,9 +58,6 @@ def chart_spec(chart: Chart) -> dict[str, Any]:
     # time. (Rows passed as plain values instead are deep-copied by every chart operation.)
     with _UNLIMITED, alt.data_transformers.disable_max_rows():
         return dict(chart.to_dict(validate=False))
-
-
-_UNLIMITED = threading.Lock()
 
 
 def save_spec(spec: dict[str, Any], stem: Path) -> None:
