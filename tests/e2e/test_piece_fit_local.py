@@ -105,7 +105,9 @@ def test_fitted_cells_stay_exact_with_fewer_requests(server):
         await old_provider.aclose()
         try:
             assert not built.failed and not built.unbuildable and len(built.contexts) == 4
-            assert requests < old_requests / 3
+            # Whole counts need one or two a cell once a sibling is fitted (whole_fit.py);
+            # pieces still take under half of them, fixed costs included, on 4 cells.
+            assert 2 * requests < old_requests
             # Built alone, without siblings to start from, the last cell fits the same.
             alone = ContextBuilder(config, {"m": provider})
             single = await alone.build_contexts("m", cells[-1:])
