@@ -40,15 +40,19 @@ def probes(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 def seen(con: duckdb.DuckDBPyConnection, probe: str) -> list[str]:
     """The epochs with an attempt of ``probe`` in `results`, in name order."""
-    frame = attempt_epochs(con).filter(pl.col("probe") == probe)
-    return sorted(str(e) for e in frame["epoch"].unique())
+    return _names(attempt_epochs(con).filter(pl.col("probe") == probe))
 
 
 def graded(con: duckdb.DuckDBPyConnection, probe: str, model: str) -> list[str]:
     """The epochs with a graded attempt of ``model`` for ``probe``, in name order."""
-    frame = attempt_epochs(con).filter(
-        (pl.col("probe") == probe) & (pl.col("model") == model) & (pl.col("graded") > 0)
+    return _names(
+        attempt_epochs(con).filter(
+            (pl.col("probe") == probe) & (pl.col("model") == model) & (pl.col("graded") > 0)
+        )
     )
+
+
+def _names(frame: pl.DataFrame) -> list[str]:
     return sorted(str(e) for e in frame["epoch"].unique())
 
 

@@ -4,10 +4,12 @@ results."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
+import polars as pl
 
 
 def quoted(columns: Sequence[str], prefix: str = "") -> str:
@@ -20,6 +22,16 @@ def order_by(columns: Sequence[str]) -> str:
 
 def same(columns: Sequence[str], left: str, right: str) -> str:
     return " AND ".join(f'{left}."{c}" IS NOT DISTINCT FROM {right}."{c}"' for c in columns)
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> Iterator[str]:
+    """``frame`` readable as the view ``name`` on ``con`` meanwhile (unregistered after)."""
+    con.register(name, frame)
+    try:
+        yield name
+    finally:
+        con.unregister(name)
 
 
 def check_columns(con: duckdb.DuckDBPyConnection, columns: Sequence[str]) -> None:

@@ -11,11 +11,13 @@ validities; failed requests (``error_kind`` set) are counted apart as ``errors``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import duckdb
 import polars as pl
 
+from needlescope.warehouse.stats.sql import registered
+from needlescope.warehouse.stats.sql import same as same_axes
 from needlescope.warehouse.store.figures import (
     AXES,
     COUNTED,
@@ -115,10 +117,45 @@ def hallucination_rates(
     are the parsed answers; the view would be derived again).
     """
     cols = quoted(AXES)
-    same = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM i."{a}"' for a in AXES)
     variant = [a for a in AXES if a != "length"]
-    same_variant = " AND ".join(f'p."{a}" IS NOT DISTINCT FROM k."{a}"' for a in variant)
-    found = (
+    found = _invented_sql(source)
+    counted = (
+        contextlib.nullcontext("recall_stats")
+        if stats_table is None
+        else registered(con, "needlescope_stats_table", stats_table.select(*AXES, "graded"))
+    )
+    with counted as graded:
+        parsed = (
+            # the graded answers per config: recall_stats' count, from the tallies
+            f"SELECT {cols}, graded AS parsed_answers FROM {graded} WHERE graded > 0"
+            if source == "results"
+            else f"SELECT {cols}, count(*) AS parsed_answers FROM {source} WHERE {PARSED} "
+            f"GROUP BY {cols}"
+        )
+        return con.sql(
+            f"""
+            WITH parsed AS ({parsed}), found AS ({found}), intervals AS (
+                SELECT DISTINCT {quoted(variant)}, key_from, key_to FROM found
+            ), grid AS (
+                SELECT p.*, k.key_from, k.key_to
+                FROM parsed p JOIN intervals k ON {same_axes(variant, "p", "k")}
+            )
+            SELECT {", ".join(f'p."{a}"' for a in AXES)}, p.key_from, p.key_to,
+                   concat(p.key_from, '–', p.key_to) AS interval,
+                   coalesce(i.hallucinations, 0) AS hallucinations,
+                   p.parsed_answers,
+                   coalesce(i.hallucinations, 0) / p.parsed_answers AS per_answer
+            FROM grid p
+            LEFT JOIN found i ON {same_axes(AXES, "p", "i")}
+                AND p.key_from = i.key_from AND p.key_to = i.key_to
+            ORDER BY {", ".join(f'p."{a}" NULLS FIRST' for a in AXES)}, p.key_from, p.key_to
+            """
+        ).pl()
+
+
+def _invented_sql(source: str) -> str:
+    """The hallucinations per config and anchor interval, of ``results`` or of ``source``."""
+    return (
         # the hallucination tallies: per cell and interval, kept up to date by the rollups
         f"""SELECT {result_axes(AXES)}, t.key_from, t.key_to,
                    sum(t.hallucinations)::BIGINT AS hallucinations
@@ -135,59 +172,6 @@ def hallucination_rates(
             WHERE r.{COUNTED}
             GROUP BY ALL"""
     )
-    counted = "recall_stats" if stats_table is None else "needlescope_stats_table"
-    parsed = (
-        # the graded answers per config: recall_stats' count, from the tallies
-        f"SELECT {cols}, graded AS parsed_answers FROM {counted} WHERE graded > 0"
-        if source == "results"
-        else f"SELECT {cols}, count(*) AS parsed_answers FROM {source} WHERE {PARSED} "
-        f"GROUP BY {cols}"
-    )
-    with _registered(con, counted, stats_table):
-        return _rates_query(con, parsed, found, same, same_variant, variant)
-
-
-@contextlib.contextmanager
-def _registered(
-    con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame | None
-) -> Iterator[None]:
-    """``frame`` readable as ``name`` on ``con`` meanwhile (nothing when it is None)."""
-    if frame is None:
-        yield
-        return
-    con.register(name, frame.select(*AXES, "graded"))
-    try:
-        yield
-    finally:
-        con.unregister(name)
-
-
-def _rates_query(
-    con: duckdb.DuckDBPyConnection,
-    parsed: str,
-    found: str,
-    same: str,
-    same_variant: str,
-    variant: list[str],
-) -> pl.DataFrame:
-    return con.sql(
-        f"""
-        WITH parsed AS ({parsed}), found AS ({found}), intervals AS (
-            SELECT DISTINCT {quoted(variant)}, key_from, key_to FROM found
-        ), grid AS (
-            SELECT p.*, k.key_from, k.key_to
-            FROM parsed p JOIN intervals k ON {same_variant}
-        )
-        SELECT {", ".join(f'p."{a}"' for a in AXES)}, p.key_from, p.key_to,
-               concat(p.key_from, '–', p.key_to) AS interval,
-               coalesce(i.hallucinations, 0) AS hallucinations,
-               p.parsed_answers,
-               coalesce(i.hallucinations, 0) / p.parsed_answers AS per_answer
-        FROM grid p
-        LEFT JOIN found i ON {same} AND p.key_from = i.key_from AND p.key_to = i.key_to
-        ORDER BY {", ".join(f'p."{a}" NULLS FIRST' for a in AXES)}, p.key_from, p.key_to
-        """
-    ).pl()
 
 
 def run_overview(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

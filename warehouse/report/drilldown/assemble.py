@@ -58,6 +58,7 @@ from needlescope.warehouse.report.drilldown.select import (
 )
 from needlescope.warehouse.report.drilldown.targets import Heatmap, Target
 from needlescope.warehouse.report.html import json_clean, json_script, template
+from needlescope.warehouse.stats.sql import registered
 
 PER_CELL = 8  # answers shown per heatmap cell
 MAX_ANSWERS = 1500  # answers in one page: fewer per cell when the heatmaps have many cells
@@ -227,12 +228,9 @@ def collect(
         return data
     chars = max(500, min(RESPONSE_CHARS, RESPONSE_BUDGET // picked.height))
     data["response_chars"] = chars
-    view = "drilldown_picked"
-    con.register(view, picked.select("run_id", "epoch", "cell_id"))
-    try:
+    keys = picked.select("run_id", "epoch", "cell_id")
+    with registered(con, "drilldown_picked", keys) as view:
         details = read_details(con, view, chars)
-    finally:
-        con.unregister(view)
     totals = (
         pl.concat(
             [
