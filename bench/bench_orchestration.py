@@ -150,16 +150,17 @@ def needlescope_sweep(
 ) -> tuple[float, dict[str, Any]]:
     from needlescope.flows.sweep import sweep
 
-    started = time.perf_counter()
+    started = time.monotonic()
     state = asyncio.run(
         sweep(str(config_path), epoch=epoch, warehouse=str(warehouse), return_state=True)
     )
-    elapsed = time.perf_counter() - started
+    ended = time.monotonic()
     from needlescope.flows.cli import _state_summary
 
     summary = _state_summary(state)
     assert summary is not None, state
-    return elapsed, summary
+    # time.monotonic() is one clock for this process and the server's
+    return ended - started, {**summary, "started_at": started, "ended_at": ended}
 
 
 def main() -> None:
@@ -227,7 +228,9 @@ def main() -> None:
                     f"as the server saw them (first request to last reply): bare loop "
                     f"{bare_served:.1f} req/s ({100 * bare_served / 64:.0f}%), needlescope "
                     f"{ns_served:.1f} req/s ({100 * ns_served / 64:.0f}%); "
-                    f"max in flight {slow_server.max_in_flight}"
+                    f"max in flight {slow_server.max_in_flight}; before the first request "
+                    f"{slow_server.first_request_at - summary['started_at']:.1f} s, after the "
+                    f"last reply {summary['ended_at'] - slow_server.last_reply_at:.1f} s"
                 )
                 print(
                     f"TARGET rate at 1 s x 64, whole run: {100 * ns_rate / 64:.0f}% of ideal"

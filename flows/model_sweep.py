@@ -67,6 +67,8 @@ class ModelSweep:
         self.waiting: list[Cell] = []  # cells another live run holds: looked at again later
         self.logger = get_run_logger()
         self.sort_by_prompt = False
+        # Set once every batch of the run's first pass is built: only requests are left.
+        self.all_built = asyncio.Event()
         retry = config.retry
         self.build = build_prompts.with_options(
             retries=retry.retries, retry_delay_seconds=list(retry.backoff_s) or 0
@@ -80,25 +82,41 @@ class ModelSweep:
 
     async def run(self, cells: list[Cell], only_context: bool) -> None:
         """Batches overlap: while one batch waits on the model, the next is built, so the
-        model always has up to its ``concurrency`` requests in flight."""
+        model always has up to its ``concurrency`` requests in flight. Each batch is built
+        once the batch before it has its prompts: the first requests leave before the batches
+        behind them are built."""
         size = self.config.batch_size
         concurrency = self.config.model(self.model).concurrency
         # Enough batches that the model's slots stay full while whole batches finish.
         batches_in_flight = asyncio.Semaphore(-(-concurrency // size) + 2)
 
-        async def one(batch: list[Cell]) -> None:
-            async with batches_in_flight:
-                if not only_context and self.asker.spend.exhausted():
-                    self.unsent += len(batch)
-                    return
-                await self._batch(batch, only_context)
+        async def one(batch: list[Cell], after: asyncio.Event | None, built: asyncio.Event) -> None:
+            try:
+                async with batches_in_flight:
+                    if after is not None:
+                        await after.wait()
+                    if not only_context and self.asker.spend.exhausted():
+                        self.unsent += len(batch)
+                        return
+                    await self._batch(batch, only_context, built)
+            finally:
+                built.set()
 
-        await asyncio.gather(*(one(cells[i : i + size]) for i in range(0, len(cells), size)))
+        async def all_of(batches: list[list[Cell]]) -> None:
+            built = [asyncio.Event() for _ in batches[:-1]] + [self.all_built]
+            await asyncio.gather(
+                *(
+                    one(batch, built[i - 1] if i else None, built[i])
+                    for i, batch in enumerate(batches)
+                )
+            )
+
+        await all_of([cells[i : i + size] for i in range(0, len(cells), size)])
+        self.all_built.set()  # no cells, or the run failed before the last was built
         while self.waiting:  # cells other runs held: theirs to finish, unless they give up
             await asyncio.sleep(claim_poll_s(self.config))
             waiting, self.waiting = self.waiting, []
-            for start in range(0, len(waiting), size):
-                await one(waiting[start : start + size])
+            await all_of([waiting[i : i + size] for i in range(0, len(waiting), size)])
 
     async def _claim(self, batch: list[Cell]) -> list[Cell]:
         """The cells of ``batch`` this run claims; others are graded or held elsewhere."""
@@ -126,7 +144,10 @@ class ModelSweep:
             ids = [c.cell_id for c in cells]
             await asyncio.to_thread(self.claims.finish, self.epoch, (), ids)
 
-    async def _batch(self, batch: list[Cell], only_context: bool) -> None:
+    async def _batch(
+        self, batch: list[Cell], only_context: bool, built_event: asyncio.Event
+    ) -> None:
+        """``built_event`` is set once the batch's prompts are built: the next batch's turn."""
         if self.claims is not None:
             batch = await self._claim(batch)
             if not batch:
@@ -144,11 +165,17 @@ class ModelSweep:
         contexts = built.contexts
         if self.sort_by_prompt:
             contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
-        await self._store_cells(
-            contexts, built, keep_prompt=only_context or self.config.save_prompts
+        # The cells' rows are written while their requests are in flight; their answers only
+        # after them (a cell's row comes before its answer).
+        stored = asyncio.ensure_future(
+            self._store_cells(contexts, built, keep_prompt=only_context or self.config.save_prompts)
         )
-        if not only_context:
-            await self._query_and_grade(contexts)
+        built_event.set()
+        try:
+            if not only_context:
+                await self._query_and_grade(contexts, stored)
+        finally:
+            await stored
 
     async def _store_cells(self, contexts: list[Context], built: Built, keep_prompt: bool) -> None:
         cell_rows = []
@@ -207,7 +234,9 @@ class ModelSweep:
             answer.verdict = await judge_answer(self.asker, answer, probe)
         return answer
 
-    async def _query_and_grade(self, contexts: list[Context]) -> None:
+    async def _query_and_grade(
+        self, contexts: list[Context], cells_stored: asyncio.Future[None]
+    ) -> None:
         asked = await asyncio.gather(*(self.asker.answer(c) for c in contexts))
         answers = [a for a in asked if not isinstance(a, Unsent)]
         self.unsent += len(contexts) - len(answers)
@@ -217,6 +246,7 @@ class ModelSweep:
             return
         answers = list(await asyncio.gather(*(self._judged(a) for a in answers)))
         tables = await grade_answers(quote(answers), self.run_id, self.epoch)
+        await cells_stored
         # Analysis rows first: an answer is what marks a cell done, so it is written last.
         for table, table_rows in tables.items():
             if table != "answers":

@@ -1,5 +1,6 @@
 """The end of a run: its ``end`` row and summary, then compaction, drift against the previous
-epoch and the views file (none of which can fail the run)."""
+epoch and the views file (none of which can fail the run; most of the compaction and the views
+file ran in the run's tail: flows/tidy.py)."""
 
 import contextlib
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from needlescope.config import SweepConfig
 from needlescope.flows.model_sweep import ModelSweep
 from needlescope.flows.run_cells import Plan
 from needlescope.flows.run_gates import judge_and_alert
+from needlescope.flows.tidy import Tidied, compacted, log_tidied
 from needlescope.warehouse.store import Warehouse, rows
 
 
@@ -26,9 +28,10 @@ def finish_run(
     only_context: bool,
     logger: Any,
     flow_run_id: str | None,
+    tidied: Tidied | None = None,
 ) -> State:
     """The run's ``end`` row and summary; compaction, drift, the gates (a shard's run judges
-    none) and the views file after it."""
+    none) and the views file after it. ``tidied``: the upkeep done in the run's tail."""
     summary = run_summary(run_id, epoch, store, plan, sweeps, only_context)
     notes = []
     if unsent := summary["cells_unsent"]:
@@ -63,7 +66,7 @@ def finish_run(
     if unsent:
         logger.warning("budget spent: %d cells left unsent for a later run", unsent)
     gate_failed = after_end(
-        config, store, epoch, summary, plan.whole_epoch and not only_context, logger
+        config, store, epoch, summary, plan.whole_epoch and not only_context, logger, tidied
     )
     return final_state(summary, gate_failed)
 
@@ -75,22 +78,27 @@ def after_end(
     summary: dict[str, Any],
     judge: bool,
     logger: Any,
+    tidied: Tidied | None = None,
 ) -> str | None:
     """Compaction, then drift and (``judge``) the gates into ``summary``, the views file
-    refreshed meanwhile; the failed gate's message, or None."""
+    refreshed meanwhile unless ``tidied`` refreshed it and nothing was merged since; the
+    failed gate's message, or None."""
+    if tidied is not None:
+        log_tidied(tidied, logger)
     # Compaction first: drift and the gates then read a few merged files, not every batch's.
-    if config.compact:
-        compact_warehouse(store, logger)
+    final = compacted(store) if config.compact else Tidied()
+    log_tidied(final, logger)
+    refresh = tidied is None or not tidied.views_refreshed or final.merged
     gate_failed = None
     # The views file needs the merged files, drift and the gates only a snapshot: they overlap
     # (DuckDB works outside the GIL), and the run ends when both are done.
     with ThreadPoolExecutor(1) as pool:
-        refreshed = pool.submit(store.refresh_views_file)
+        refreshed = pool.submit(store.refresh_views_file) if refresh else None
         with shared_reader(store) as con:
             summary["drift"] = epoch_drift(store, epoch, config.seed, logger, con)
             if judge:
                 gate_failed = judge_and_alert(config, store, epoch, summary, logger, con)
-    if not refreshed.result():
+    if refreshed is not None and not refreshed.result():
         logger.warning("%s is open elsewhere; its views were not refreshed", store.db_path)
     return gate_failed
 
@@ -152,37 +160,6 @@ def run_summary(
             f"all {len(plan.cells)} cells were dropped ({'; e.g. '.join(reasons)})"
         )
     return summary
-
-
-def compact_warehouse(store: Warehouse, logger: Any) -> None:
-    """Merge the warehouse's small files (this run's and others') and bring the rollups up to
-    date. Never fails the sweep."""
-    from needlescope.warehouse.store.rollups_update import compact
-
-    try:
-        done, rolled = compact(store.root)
-    except Exception as exc:  # the answers are stored; the files only stay small
-        logger.warning("warehouse compaction skipped: %s", exc)
-        return
-    for step in rolled:
-        if step.fresh_files or step.rebuilt:
-            logger.info(
-                "rollups: %d attempts, %d needle, %d answer and %d hallucination tally rows"
-                " added%s (%.1f s)",
-                step.attempts,
-                step.tally_rows,
-                step.answer_rows,
-                step.invented_rows,
-                " (rebuilt from the raw tables)" if step.rebuilt else "",
-                step.seconds,
-            )
-    if done.files_merged or done.files_deleted:
-        logger.info(
-            "warehouse compacted: %d files merged, %d merged earlier deleted (%.1f s)",
-            done.files_merged,
-            done.files_deleted,
-            done.seconds,
-        )
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ from needlescope.flows.run_cells import Plan, helper_models, plan_run, uses_pref
 from needlescope.flows.run_end import finish_run
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.flows.serving import local_serving
+from needlescope.flows.tidy import Tidied, tidy_when_built
 from needlescope.providers.open import check_offline_lengths, open_provider
 from needlescope.tasks.contexts import ContextBuilder, Embedders
 from needlescope.tasks.query import Asker
@@ -131,6 +132,35 @@ async def run_sweep(
         )
     if shard is not None and shards > 1:
         note = f"shard {shard + 1} of {shards}" + (f"; {note}" if note else "")
+    _write_start(config, store, run_id, epoch, plan, note, logger)
+    progress = shown_progress() or LogProgress(logger)
+    progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
+    # Prompts only (--only-context) grade nothing: no claim is needed.
+    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
+    run = _Run(config, store, run_id, epoch, progress, claims)
+    try:
+        sweeps = await run.claiming(plan, only_context, resend, logger)
+        tidied = await run.tidying if run.tidying is not None else None
+    finally:
+        progress.finish()
+        if run.tidying is not None:
+            run.tidying.cancel()  # done by now, unless the run failed
+    flow_run_id = _flow_run_id()
+    return finish_run(
+        config, store, run_id, epoch, plan, sweeps, only_context, logger, flow_run_id, tidied
+    )
+
+
+def _write_start(
+    config: SweepConfig,
+    store: Warehouse,
+    run_id: str,
+    epoch: str,
+    plan: Plan,
+    note: str | None,
+    logger: Any,
+) -> None:
+    """The run's ``start`` row: its cells, those skipped (graded) and dropped (too long)."""
     start = rows.run_row(
         run_id,
         epoch,
@@ -151,17 +181,6 @@ async def run_sweep(
         len(plan.todo),
         store.root,
     )
-    progress = shown_progress() or LogProgress(logger)
-    progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
-    # Prompts only (--only-context) grade nothing: no claim is needed.
-    claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
-    try:
-        run = _Run(config, store, run_id, epoch, progress, claims)
-        sweeps = await run.claiming(plan, only_context, resend, logger)
-    finally:
-        progress.finish()
-    flow_run_id = _flow_run_id()
-    return finish_run(config, store, run_id, epoch, plan, sweeps, only_context, logger, flow_run_id)
 
 
 @dataclass
@@ -174,6 +193,8 @@ class _Run:
     epoch: str
     progress: ProgressSink
     claims: Claims | None
+    # Compaction and the views file, started once every batch is built (flows/tidy.py).
+    tidying: asyncio.Future[Tidied] | None = None
 
     async def claiming(
         self, plan: Plan, only_context: bool, resend: Collection[str], logger: Any
@@ -253,6 +274,8 @@ class _Run:
                 ).sorting_batches(uses_prefix_order(config, model))
                 for model in by_model
             ]
+            built = [s.all_built for s in sweeps]
+            self.tidying = tidy_when_built(config, self.store, built)
             await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
         return sweeps
 

@@ -22,6 +22,7 @@ from needlescope.fingerprint import Fingerprint
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.runtime import current
+from needlescope.tasks.sending import BudgetSpent, Sending, Spend
 
 
 def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
@@ -60,11 +61,15 @@ async def query_model(
     """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>".
     ``resend``: the run resending a cell that has an answer (a fresh cache key)."""
     runtime = current()
-    if names := runtime.rate_limits.get(model):
-        await rate_limit(names)
-    if purpose == "answer":
-        runtime.attempts[cell_id] += 1
-    reply = await runtime.providers[model].complete(request)
+    sending = runtime.sending[model]
+    async with sending.turn():
+        if names := runtime.rate_limits.get(model):
+            await rate_limit(names)
+        if purpose == "answer":
+            runtime.attempts[cell_id] += 1
+        reply = await runtime.providers[model].complete(request)
+        # Counted before the slot is freed: the next request checks the budget with it.
+        sending.spend.add(model, reply)
     if serving := runtime.serving.get(model):
         reply = replace(reply, fingerprint=replace(reply.fingerprint or Fingerprint(), **serving))
     return reply
@@ -95,52 +100,11 @@ class Unsent:
 UNSENT = Unsent()
 
 
-class Spend:
-    """Tokens and money spent by this run, against the config's budget."""
-
-    def __init__(self, config: SweepConfig) -> None:
-        self.config = config
-        self.tokens = 0
-        self.usd = 0.0
-
-    def exhausted(self) -> bool:
-        budget = self.config.budget
-        if budget is None:
-            return False
-        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
-            budget.usd is not None and self.usd >= budget.usd
-        )
-
-    def cost(self, model: str, reply: Reply) -> float | None:
-        """As the provider bills it: completion tokens include reasoning; cached prompt tokens
-        at the cached rate where the price table gives one."""
-        price = self.config.model(model).price
-        if price is None:
-            return None
-        return price.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
-
-    def add(self, model: str, reply: Reply) -> None:
-        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-        self.usd += self.cost(model, reply) or 0.0
-
-
-class Pacer:
-    """Starts at most one request every ``interval_s`` seconds (the recall seed's ``delay``)."""
-
-    def __init__(self, interval_s: float) -> None:
-        self.interval_s = interval_s
-        self._lock = asyncio.Lock()
-        self._next_at = 0.0
-
-    async def wait(self) -> None:
-        if self.interval_s <= 0:
-            return
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            wait = self._next_at - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            self._next_at = loop.time() + self.interval_s
+def live_task_runs(concurrency: int, tags: list[str] | None) -> int:
+    """Query task runs started at once for a model: twice its slots, so a freed slot finds a
+    task run past Prefect's start-up work; only its slots where a Prefect tag limit applies
+    (a task run waiting for a slot would hold a tag slot another model could use)."""
+    return concurrency if tags else 2 * concurrency
 
 
 class Asker:
@@ -162,8 +126,7 @@ class Asker:
         self.epoch = epoch
         self.spend = Spend(config)
         self._tasks: dict[str, Any] = {}
-        self._limits: dict[str, asyncio.Semaphore] = {}
-        self._pacers: dict[str, Pacer] = {}
+        self._live: dict[str, asyncio.Semaphore] = {}
 
     def _task(self, model: str) -> Any:
         if model not in self._tasks:
@@ -173,8 +136,9 @@ class Asker:
                 retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
                 tags=self.tags.get(model, []),
             )
-            self._limits[model] = asyncio.Semaphore(model_config.concurrency)
-            self._pacers[model] = Pacer(model_config.delay_s)
+            concurrency = model_config.concurrency
+            current().sending[model] = Sending(concurrency, model_config.delay_s, self.spend)
+            self._live[model] = asyncio.Semaphore(live_task_runs(concurrency, self.tags.get(model)))
         return self._tasks[model]
 
     async def answer(self, context: Context) -> Answer | Unsent:
@@ -191,10 +155,9 @@ class Asker:
         self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
     ) -> Reply | BaseException | Unsent:
         task = self._task(model)
-        async with self._limits[model]:
+        async with self._live[model]:
             if self.spend.exhausted():
                 return UNSENT
-            await self._pacers[model].wait()
             resend = ""
             if self.resend is not None and cell.cell_id in self.resend[1]:
                 resend = self.resend[0]
@@ -210,7 +173,10 @@ class Asker:
                 return_state=True,
             )
         outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
+        if isinstance(outcome, BudgetSpent):
+            return UNSENT
         if isinstance(outcome, Reply):
-            self.spend.add(model, outcome)
+            if state.name == "Cached":  # an earlier run's reply: the task run sent nothing
+                self.spend.add(model, outcome)
             return outcome
         return outcome if isinstance(outcome, BaseException) else RuntimeError(str(outcome))

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from needlescope.providers.base import Provider
 from needlescope.tasks.contexts import ContextBuilder
+from needlescope.tasks.sending import Sending
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Runtime:
     # What serves each local model (GGUF, chat template and llama.cpp hashes and version),
     # added to its replies' fingerprints (flows/serving.py).
     serving: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # Each model's request slots, pacing and budget, taken inside its query task runs.
+    sending: dict[str, Sending] = field(default_factory=dict)
 
 
 T = TypeVar("T")

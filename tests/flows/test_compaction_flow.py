@@ -1,4 +1,5 @@
-"""A sweep merges the warehouse's small files when it ends; nothing is counted twice."""
+"""A sweep merges the warehouse's small files as its last requests finish and when it ends;
+nothing is counted twice."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.warehouse.store import Warehouse
+from needlescope.warehouse.store.compaction import snapshot
 from tests.flows.test_drift import ENV, perfect
 from tests.support.openai_server import FakeOpenAIServer
 
@@ -44,6 +46,16 @@ def files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*.parquet") if p.name != "_empty.parquet"]
 
 
+def unmerged(wh: Path, table: str) -> list[Path]:
+    """The table's append files no compacted file holds: what the next compaction merges."""
+    appended = wh.resolve() / "parquet"
+    return [
+        p
+        for p in snapshot(wh, (table,)).files[table]
+        if p.is_relative_to(appended) and p.name != "_empty.parquet"
+    ]
+
+
 def run(cli: Any, config: Path, wh: Path, epoch: str) -> None:
     done = cli(
         "run", str(config), "-w", str(wh), "--epoch", epoch, "--no-report", "--json", extra_env=ENV
@@ -57,21 +69,27 @@ def test_sweeps_compact_when_they_end(cli, write_config, tmp_path: Path) -> None
     with FakeOpenAIServer(perfect) as server:
         config = write_config(CONFIG.format(url=server.base_url, compact="true"))
         run(cli, config, wh, "c-1")
-        # 12 batches of 2 cells: 12 answer files, merged into one as the run ended.
-        assert len(files(wh / "compacted" / "answers" / "recall" / "fake")) == 1
+        # 12 batches of 2 cells: 12 answer files, merged as the last requests finished and
+        # when the run ended; a folder keeps fewer than 8 (too few to merge) for the next run.
+        assert len(files(wh / "compacted" / "answers" / "recall" / "fake")) >= 1
+        assert len(unmerged(wh, "answers")) < 8
         assert len(files(wh / "parquet" / "answers")) == 12  # kept for earlier readers
         assert counts(wh) == (24, 24, 24 * 5 // 2)
         run(cli, config, wh, "c-2")
         assert counts(wh) == (48, 48, 48 * 5 // 2)
-        assert len(files(wh / "compacted" / "answers" / "recall" / "fake")) == 2
-        # The duckdb CLI's views file was refreshed by the run: the merged-away files can go.
+        assert len(unmerged(wh, "answers")) < 8
+        # The duckdb CLI's views file was refreshed after the run's merges: the merged-away
+        # files can go.
         before = files(wh / "parquet")
+        left = {t: unmerged(wh, t) for t in ("answers", "cells", "needle_outcomes", "runs")}
         done = cli("compact", "-w", str(wh), "--grace", "0")
         assert done.returncode == 0, done.stderr
         after = files(wh / "parquet")
         assert f"deleted {len(before) - len(after)} merged earlier" in done.stderr
-        # What is left: the runs table's start and end rows, 4 files, too few to merge.
-        assert [p.relative_to(wh / "parquet").parts[0] for p in after] == ["runs"] * 4
+        # What is left: the files no compaction merged (the runs table's 4 start and end
+        # rows among them), every one of them still read.
+        assert {p.resolve() for p in after} == {p for paths in left.values() for p in paths}
+        assert len(left["runs"]) == 4
         assert counts(wh) == (48, 48, 48 * 5 // 2)
 
 

@@ -117,6 +117,40 @@ def test_retries_recover_transient_faults(cli, write_config, tmp_path: Path) -> 
     ) == [(36, True)]
 
 
+class OrderedServer(FakeOpenAIServer):
+    """Keeps every request's prompt in the order they came, the failed ones too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompts: list[str] = []
+
+    def _keep(self, request: Any, body: dict[str, Any]) -> None:
+        super()._keep(request, body)
+        self.prompts.append(body["messages"][-1]["content"])
+
+
+def test_a_retry_waits_out_its_back_off_without_the_models_slot(
+    cli, write_config, tmp_path: Path
+) -> None:
+    """One slot, two cells: the first request fails (500) and waits 2 s to retry; the other
+    cell is asked meanwhile, and the model never has two requests at once."""
+    one_slot = config_text("{url}", retries=1).replace("concurrency: 8", "concurrency: 1")
+    one_slot = one_slot.replace("backoff_s: [0]", "backoff_s: [2]")
+    one_slot = one_slot.replace("lengths: [400, 800, 1600]", "lengths: [400]")
+    one_slot = one_slot.replace("needle_counts: [2, 4]", "needle_counts: [2]")
+    one_slot = one_slot.replace("repeats: 3", "repeats: 1")
+    wh = tmp_path / "wh"
+    with OrderedServer(perfect_answer, script=["server_error"]) as server:
+        config = write_config(one_slot.replace("{url}", server.base_url))
+        done = cli("run", str(config), "-w", str(wh), "--no-report", extra_env={"NS_FAKE_KEY": KEY})
+        assert done.returncode == 0, done.stderr[-2000:]
+        first, other, retried = server.prompts
+        assert server.max_in_flight == 1
+    assert first == retried != other
+    attempts = query(Warehouse(wh), "SELECT attempts FROM results ORDER BY attempts")
+    assert attempts == [(1,), (2,)]
+
+
 def test_reply_without_json_is_a_parse_failure_not_an_error(
     cli, write_config, tmp_path: Path
 ) -> None:

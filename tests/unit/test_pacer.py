@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from needlescope.tasks.query import Pacer
+from needlescope.tasks.sending import Pacer
 
 
 async def test_requests_start_at_least_the_delay_apart() -> None:

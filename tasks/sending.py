@@ -1,0 +1,95 @@
+"""What a model's request waits for inside its query task run: one of the model's
+``concurrency`` slots, its pacing (``delay_s``) and the sweep's budget.
+
+The slot is taken around the request alone, not around the whole task run: Prefect's own
+work before and after a request (state changes, the cache lookup, the result written for
+the cache key) then happens while other requests are in flight, and a retry's back-off
+leaves the slot to another cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from needlescope.config import SweepConfig
+from needlescope.providers.base import Reply
+
+
+class BudgetSpent(Exception):
+    """A request not sent: the sweep's budget was spent while its task run waited for a slot."""
+
+
+class Spend:
+    """Tokens and money spent by this run, against the config's budget."""
+
+    def __init__(self, config: SweepConfig) -> None:
+        self.config = config
+        self.tokens = 0
+        self.usd = 0.0
+
+    def exhausted(self) -> bool:
+        budget = self.config.budget
+        if budget is None:
+            return False
+        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
+            budget.usd is not None and self.usd >= budget.usd
+        )
+
+    def cost(self, model: str, reply: Reply) -> float | None:
+        """As the provider bills it: completion tokens include reasoning; cached prompt tokens
+        at the cached rate where the price table gives one."""
+        price = self.config.model(model).price
+        if price is None:
+            return None
+        return price.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
+
+    def add(self, model: str, reply: Reply) -> None:
+        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+        self.usd += self.cost(model, reply) or 0.0
+
+
+class Pacer:
+    """Starts at most one request every ``interval_s`` seconds (the recall seed's ``delay``)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._lock = asyncio.Lock()
+        self._next_at = 0.0
+
+    async def wait(self) -> None:
+        if self.interval_s <= 0:
+            return
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            wait = self._next_at - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._next_at = loop.time() + self.interval_s
+
+
+class Sending:
+    """One model's requests: at most ``concurrency`` in flight, paced, within the budget."""
+
+    def __init__(self, concurrency: int, delay_s: float, spend: Spend) -> None:
+        self.slots = asyncio.Semaphore(concurrency)
+        self.pacer = Pacer(delay_s)
+        self.spend = spend
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """A slot for one request, after the pacing; :class:`BudgetSpent` once the budget is
+        spent (checked again here: the run may have spent it while this task run waited)."""
+        async with self.slots:
+            if self.spend.exhausted():
+                raise BudgetSpent("the sweep's budget was spent before this request was sent")
+            await self.pacer.wait()
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                yield
+            finally:
+                self.in_flight -= 1

@@ -1,0 +1,75 @@
+"""A model's request slots (tasks/sending.py): taken around the request alone, so more task
+runs than slots may wait for one; never more requests in flight than the model's
+``concurrency``; the budget checked again by a request that waited."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from needlescope.config import SweepConfig
+from needlescope.providers.base import Reply
+from needlescope.tasks.sending import BudgetSpent, Sending, Spend
+
+
+def config(budget: int = 0) -> SweepConfig:
+    return SweepConfig.model_validate(
+        {
+            "name": "slots",
+            "models": [
+                {
+                    "name": "m",
+                    "provider": "openai",
+                    "model": "m",
+                    "base_url": "http://127.0.0.1:9",
+                }
+            ],
+            "probes": [
+                {"probe": "recall", "lengths": [500], "length_unit": "chars", "needle_counts": [1]}
+            ],
+            **({"budget": {"tokens": budget}} if budget else {}),
+        }
+    )
+
+
+def reply(prompt_tokens: int) -> Reply:
+    return Reply("ok", "stop", prompt_tokens, 0, None, 0.01)
+
+
+async def test_never_more_in_flight_than_the_slots() -> None:
+    sending = Sending(3, 0.0, Spend(config()))
+    in_flight: list[int] = []
+
+    async def request(i: int) -> int:
+        async with sending.turn():
+            in_flight.append(sending.in_flight)
+            await asyncio.sleep(0.01 * (i % 4))
+        return i
+
+    done = await asyncio.gather(*(request(i) for i in range(20)))
+    assert done == list(range(20))
+    assert max(in_flight) == sending.max_in_flight == 3
+    assert sending.in_flight == 0
+
+
+async def test_a_request_that_waited_sees_the_budget_spent_meanwhile() -> None:
+    spend = Spend(config(budget=2))
+    sending = Sending(1, 0.0, spend)
+    sent: list[str] = []
+
+    async def request(name: str, tokens: int) -> str:
+        async with sending.turn():
+            sent.append(name)
+            await asyncio.sleep(0.01)
+            spend.add("m", reply(tokens))
+        return name
+
+    first = asyncio.ensure_future(request("first", 2))
+    await asyncio.sleep(0)
+    waiting = asyncio.ensure_future(request("second", 1))
+    assert await first == "first"
+    with pytest.raises(BudgetSpent, match="budget was spent"):
+        await waiting
+    assert sent == ["first"]
+    assert sending.in_flight == 0
