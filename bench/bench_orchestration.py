@@ -140,6 +140,23 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     return time.perf_counter() - started, len(built.contexts)
 
 
+def prefect_server_cpu_s() -> float | None:
+    """CPU seconds the `prefect server` this process started has used so far (Linux /proc;
+    None elsewhere): the server records every task run's events, and on 2 cores it competes
+    with the sweep."""
+    total, found = 0.0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"prefect server start" in cmdline:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            found = True
+    return total if found else None
+
+
 def served_rate(server: Any) -> float:
     """Requests per second between the server's first request and its last reply."""
     return float(server.requests / (server.last_reply_at - server.first_request_at))
@@ -150,17 +167,30 @@ def needlescope_sweep(
 ) -> tuple[float, dict[str, Any]]:
     from needlescope.flows.sweep import sweep
 
+    cpu_before = prefect_server_cpu_s()
     started = time.monotonic()
     state = asyncio.run(
         sweep(str(config_path), epoch=epoch, warehouse=str(warehouse), return_state=True)
     )
     ended = time.monotonic()
+    cpu_after = prefect_server_cpu_s()
     from needlescope.flows.cli import _state_summary
 
     summary = _state_summary(state)
     assert summary is not None, state
     # time.monotonic() is one clock for this process and the server's
-    return ended - started, {**summary, "started_at": started, "ended_at": ended}
+    server_cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return ended - started, {
+        **summary,
+        "started_at": started,
+        "ended_at": ended,
+        "prefect_server_cpu_s": server_cpu,
+    }
+
+
+def server_cpu(summary: dict[str, Any]) -> str:
+    cpu = summary["prefect_server_cpu_s"]
+    return "Prefect server CPU unknown" if cpu is None else f"Prefect server CPU {cpu:.1f} s"
 
 
 def main() -> None:
@@ -202,7 +232,7 @@ def main() -> None:
                     f"instant server, concurrency 16: bare loop {bare_ms:.2f} ms/cell "
                     f"({bare_s:.1f} s), needlescope {ns_ms:.2f} ms/cell ({ns_s:.1f} s); "
                     f"overhead {ns_ms - bare_ms:+.2f} ms/cell (target ≤ 15), "
-                    f"ratio {ns_s / bare_s:.1f}×"
+                    f"ratio {ns_s / bare_s:.1f}×; {server_cpu(summary)}"
                 )
                 print(
                     f"TARGET added cost per cell (instant server): {ns_ms - bare_ms:.1f} ms"
@@ -230,7 +260,8 @@ def main() -> None:
                     f"{ns_served:.1f} req/s ({100 * ns_served / 64:.0f}%); "
                     f"max in flight {slow_server.max_in_flight}; before the first request "
                     f"{slow_server.first_request_at - summary['started_at']:.1f} s, after the "
-                    f"last reply {summary['ended_at'] - slow_server.last_reply_at:.1f} s"
+                    f"last reply {summary['ended_at'] - slow_server.last_reply_at:.1f} s; "
+                    f"{server_cpu(summary)}"
                 )
                 print(
                     f"TARGET rate at 1 s x 64, whole run: {100 * ns_rate / 64:.0f}% of ideal"

@@ -4,7 +4,7 @@ file ran in the run's tail: flows/tidy.py)."""
 
 import contextlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import duckdb
@@ -85,16 +85,18 @@ def after_end(
     failed gate's message, or None."""
     if tidied is not None:
         log_tidied(tidied, logger)
-    # Compaction first: drift and the gates then read a few merged files, not every batch's.
-    final = compacted(store) if config.compact else Tidied()
-    log_tidied(final, logger)
-    refresh = tidied is None or not tidied.views_refreshed or final.merged
     gate_failed = None
-    # The views file needs the merged files, drift and the gates only a snapshot: they overlap
+    # Drift and the gates read a snapshot, made while compaction runs: after the tail's pass
+    # (or with compact: false) it holds few files, and the same rows whatever it merges. The
+    # views file needs the merged files: it is refreshed after, while drift and the gates run
     # (DuckDB works outside the GIL), and the run ends when both are done.
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(2) as pool:
+        opening = pool.submit(open_reader, store)
+        final = compacted(store) if config.compact else Tidied()
+        log_tidied(final, logger)
+        refresh = tidied is None or not tidied.views_refreshed or final.merged
         refreshed = pool.submit(store.refresh_views_file) if refresh else None
-        with shared_reader(store) as con:
+        with shared_reader(store, opening) as con:
             summary["drift"] = epoch_drift(store, epoch, config.seed, logger, con)
             if judge:
                 gate_failed = judge_and_alert(config, store, epoch, summary, logger, con)
@@ -162,16 +164,23 @@ def run_summary(
     return summary
 
 
-@contextlib.contextmanager
-def shared_reader(store: Warehouse) -> Iterator[duckdb.DuckDBPyConnection | None]:
-    """One connection with the views for the run's end (creating the views reads every file's
-    footer), or None when the warehouse cannot be read: each step then connects, and reports
-    its failure, itself."""
-    con: duckdb.DuckDBPyConnection | None
+def open_reader(store: Warehouse) -> duckdb.DuckDBPyConnection | None:
+    """A connection with the views (creating them reads every file's footer), or None when
+    the warehouse cannot be read."""
     try:
-        con = store.connect()
+        return store.connect()
     except Exception:
-        con = None
+        return None
+
+
+@contextlib.contextmanager
+def shared_reader(
+    store: Warehouse, opening: Future[duckdb.DuckDBPyConnection | None] | None = None
+) -> Iterator[duckdb.DuckDBPyConnection | None]:
+    """One connection with the views for the run's end (``opening``'s, else opened now), or
+    None when the warehouse cannot be read: each step then connects, and reports its
+    failure, itself."""
+    con = opening.result() if opening is not None else open_reader(store)
     try:
         yield con
     finally:
