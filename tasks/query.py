@@ -100,11 +100,12 @@ class Unsent:
 UNSENT = Unsent()
 
 
-def live_task_runs(concurrency: int, tags: list[str] | None) -> int:
+def live_task_runs(concurrency: int, tags: list[str] | None, budgeted: bool) -> int:
     """Query task runs started at once for a model: twice its slots, so a freed slot finds a
-    task run past Prefect's start-up work; only its slots where a Prefect tag limit applies
-    (a task run waiting for a slot would hold a tag slot another model could use)."""
-    return concurrency if tags else 2 * concurrency
+    task run past Prefect's start-up work. Only its slots where a Prefect tag limit applies (a
+    task run waiting for a slot would hold a tag slot another model could use), or where the
+    sweep has a budget (a task run that waited would find it spent: a failed task run)."""
+    return concurrency if tags or budgeted else 2 * concurrency
 
 
 class Asker:
@@ -138,7 +139,8 @@ class Asker:
             )
             concurrency = model_config.concurrency
             current().sending[model] = Sending(concurrency, model_config.delay_s, self.spend)
-            self._live[model] = asyncio.Semaphore(live_task_runs(concurrency, self.tags.get(model)))
+            live = live_task_runs(concurrency, self.tags.get(model), self.config.budget is not None)
+            self._live[model] = asyncio.Semaphore(live)
         return self._tasks[model]
 
     async def answer(self, context: Context) -> Answer | Unsent:

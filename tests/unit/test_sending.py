@@ -10,6 +10,7 @@ import pytest
 
 from needlescope.config import SweepConfig
 from needlescope.providers.base import Reply
+from needlescope.tasks.query import live_task_runs
 from needlescope.tasks.sending import BudgetSpent, Sending, Spend
 
 
@@ -73,3 +74,10 @@ async def test_a_request_that_waited_sees_the_budget_spent_meanwhile() -> None:
         await waiting
     assert sent == ["first"]
     assert sending.in_flight == 0
+
+
+def test_twice_the_task_runs_start_unless_a_tag_limit_or_a_budget_applies() -> None:
+    assert live_task_runs(4, None, budgeted=False) == 8
+    assert live_task_runs(4, [], budgeted=False) == 8
+    assert live_task_runs(4, ["needlescope-provider:openai"], budgeted=False) == 4
+    assert live_task_runs(4, None, budgeted=True) == 4
