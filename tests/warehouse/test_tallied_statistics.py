@@ -18,6 +18,7 @@ from needlescope.warehouse.stats import accuracy, stats, tallied
 from needlescope.warehouse.stats.intervals import BOOTSTRAP_MAX_N, mean_interval
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update, views
 from needlescope.warehouse.store.figures import AXES, summary_sql
+from needlescope.warehouse.store.figures_tallied import tallied_summary_sql
 from tests.warehouse.test_answer_tallies import awkward
 from tests.warehouse.test_view_fast_paths import answer
 
@@ -55,6 +56,21 @@ def check_intervals_and_unstable(con: duckdb.DuckDBPyConnection) -> None:
         frame = con.sql(f"{summary_sql(axes, where)} ORDER BY ALL").pl()
         plain = accuracy.with_intervals(con, frame, axes, where)
         same(tallied.with_intervals(con, frame, axes, probe=probe), plain)
+    # the statistics table and the pooled figures, read with their values in one query each
+    for axes, probe in ((AXES, None), (["probe", "model"], "recall"), (["probe"], "cases")):
+        where, params = (tallied.PROBE, {"probe": probe}) if probe else ("", {})
+        plain_sql, valued_sql = (
+            f"{tallied_summary_sql(axes, where, values=values)} ORDER BY ALL"
+            for values in (False, True)
+        )
+        frame = con.sql(plain_sql, params=params).pl()
+        valued = con.sql(valued_sql, params=params).pl()
+        assert valued["valued"].null_count() < valued.height
+        one_query = tallied.summary_with_intervals(valued, axes)
+        same(one_query, tallied.with_intervals(con, frame, axes, probe=probe))
+    for unstable_range in (0.0, 30.0):
+        flagged = tallied.flagged(tallied.config_stats(con), unstable_range).drop("valued")
+        same(flagged, stats.recall_stats(con, unstable_range))
     for spread in (0.0, 15.0, 30.0):
         plain = accuracy.unstable_cells(con, spread=spread)
         fast = tallied.unstable_configs(con, "recall", spread)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import threading
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import altair as alt
+import polars as pl
 import vl_convert as vlc
+from altair.utils.data import to_eager_narwhals_dataframe, to_values
+from altair.vegalite.data import default_data_transformer
 
 from needlescope.warehouse.charts import render
 from needlescope.warehouse.charts.shared import Chart
@@ -47,17 +52,44 @@ def vega_bundle() -> str:
     return bundle
 
 
-_UNLIMITED = threading.Lock()  # Altair's row limit lifted: one chart at a time
+_CONVERTING = threading.Lock()  # Altair's data transformer is global: one chart at a time
+_rows: dict[str, list[dict[str, Any]]] = {}  # the chart being converted: its datasets
+
+
+def _named_rows(data: Any) -> dict[str, Any]:
+    """Altair's data transformer while :func:`chart_spec` converts: a Polars frame becomes a
+    dataset named by a digest of its Arrow bytes (Altair names a dataset by the SHA-256 of
+    its rows as sorted JSON: 2 s of a 10M-answer report's 4 heatmaps) with the rows Altair
+    gives it. Every other kind of data goes Altair's way."""
+    if not isinstance(data, pl.DataFrame):
+        return dict(default_data_transformer(data, max_rows=sys.maxsize))
+    try:
+        digest = hashlib.sha256(data.write_ipc(None).getvalue()).hexdigest()[:32]
+    except (pl.exceptions.PolarsError, TypeError, ValueError):  # no Arrow form (objects)
+        return dict(default_data_transformer(data, max_rows=sys.maxsize))
+    name = f"data-{digest}"
+    if name not in _rows:
+        _rows[name] = list(to_values(to_eager_narwhals_dataframe(data))["values"])
+    return {"name": name}
+
+
+alt.data_transformers.register("needlescope", _named_rows)
 
 
 def chart_spec(chart: Chart) -> dict[str, Any]:
     # Not validated against the Vega-Lite schema here: that walks every inlined data row
     # (seconds for a heatmap of 1M answers); the chart builders' tests validate their specs.
-    # Altair refuses a frame of over 5,000 rows unless told otherwise, and a heatmap of every
-    # needle has tens of thousands. Its setting is global: lifted here only, one chart at a
-    # time. (Rows passed as plain values instead are deep-copied by every chart operation.)
-    with _UNLIMITED, alt.data_transformers.disable_max_rows():
-        return dict(chart.to_dict(validate=False))
+    # No row limit: a heatmap of every needle has tens of thousands. (Rows passed as plain
+    # values instead are deep-copied by every chart operation.)
+    with _CONVERTING, alt.data_transformers.enable("needlescope"):
+        _rows.clear()
+        try:
+            spec = dict(chart.to_dict(validate=False))
+            if _rows:
+                spec["datasets"] = {**spec.get("datasets", {}), **_rows}
+            return spec
+        finally:
+            _rows.clear()
 
 
 def save_spec(spec: dict[str, Any], stem: Path) -> None:

@@ -31,8 +31,12 @@ def load(
     from the tallies (the ``recall_stats`` view, stats/tallied.py, the needle and
     hallucination tallies); ``source`` other than ``results`` (a table of its rows) counts
     the hallucinations over that table instead."""
-    counts = stats.recall_stats(con, unstable_range)
-    table = tallied.with_intervals(con, counts, figures.AXES)
+    # the recall_stats view's rows with each config's values: the intervals without a second
+    # query (the unstable configs of the Summary and the Statistics read the same frame)
+    stats.set_unstable_range(con, unstable_range)  # as stats.recall_stats sets it
+    valued = tallied.flagged(tallied.config_stats(con), unstable_range)
+    counts = valued.drop("valued")
+    table = tallied.summary_with_intervals(valued, figures.AXES)
     # The needle heatmaps show, beside their rates, the config's invalid answers.
     invalid = table.select(*figures.AXES, *INVALID)
     needles = _joined(stats.needle_rates(con, whole=True), invalid)
@@ -58,9 +62,9 @@ def load(
 
 def _pooled(con: duckdb.DuckDBPyConnection, axes: list[str], probe: str) -> pl.DataFrame:
     """``probe``'s figures pooled by ``axes``, with the report's intervals."""
-    sql = tallied_summary_sql(axes, tallied.PROBE)
+    sql = tallied_summary_sql(axes, tallied.PROBE, values=True)
     frame = con.sql(f"{sql} ORDER BY ALL", params={"probe": probe}).pl()
-    return tallied.with_intervals(con, frame, axes, probe=probe)
+    return tallied.summary_with_intervals(frame, axes)
 
 
 def _joined(frame: pl.DataFrame, invalid: pl.DataFrame) -> pl.DataFrame:

@@ -46,9 +46,14 @@ def recall_stats(
 
     ``source``: the ``results`` view, or a table holding (some of) its rows and columns.
     """
-    con.execute(f"SET VARIABLE {UNSTABLE_VARIABLE} = {float(unstable_range)!r}")
+    set_unstable_range(con, unstable_range)
     query = "SELECT * FROM recall_stats" if source == "results" else summary_sql(AXES, source)
     return con.sql(f"{query} ORDER BY {_order(AXES)}").pl()
+
+
+def set_unstable_range(con: duckdb.DuckDBPyConnection, unstable_range: float) -> None:
+    """The threshold of the ``unstable`` flag the ``recall_stats`` view gives on ``con``."""
+    con.execute(f"SET VARIABLE {UNSTABLE_VARIABLE} = {float(unstable_range)!r}")
 
 
 def accuracy_summary(con: duckdb.DuckDBPyConnection, axes: Sequence[str]) -> pl.DataFrame:

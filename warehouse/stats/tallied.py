@@ -35,6 +35,7 @@ from needlescope.warehouse.store.figures import (
 from needlescope.warehouse.store.figures_tallied import (
     VALUE_LISTS,
     tallied_groups_sql,
+    tallied_summary_sql,
     tallied_values_sql,
 )
 
@@ -103,24 +104,41 @@ def unstable_configs(con: duckdb.DuckDBPyConnection, probe: str, spread: float) 
     """``accuracy.unstable_cells`` over every epoch of ``probe``, from the tallies: the cell
     configs whose graded answers span more than ``spread`` points, with ``valued`` (each
     accuracy with how many answers have it) in place of the answers' ordered list."""
-    # The Summary and the Statistics section ask for the same, at once
-    return remembered(
-        con, ("unstable_configs", probe, spread), lambda: _unstable(con, probe, spread)
+    return (
+        config_stats(con)
+        .filter(
+            (pl.col("probe") == probe) & (pl.col("max_accuracy") - pl.col("min_accuracy") > spread)
+        )
+        .select(
+            *AXES,
+            "epochs",
+            "repeats",
+            "graded",
+            "invalid",
+            "min_accuracy",
+            "max_accuracy",
+            "accuracy_range",
+            "valued",
+        )
     )
 
 
-def _unstable(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> pl.DataFrame:
-    groups = tallied_groups_sql(AXES, RECALL_COUNTS, PARSED, epochs=True, where=PROBE)
-    return con.sql(
-        f"""{groups}{VALUE_LISTS}
-        SELECT {quoted(AXES, "p.")}, p.epochs, p.repeats, p.graded, p.invalid, p.min_accuracy,
-               p.max_accuracy, p.max_accuracy - p.min_accuracy AS accuracy_range, l.valued
-        FROM per_group p JOIN lists l USING (config_id)
-        WHERE p.max_accuracy - p.min_accuracy > $spread
-        ORDER BY {order_by(AXES)}
-        """,
-        params={"probe": probe, "spread": spread},
-    ).pl()
+def config_stats(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The ``recall_stats`` view's rows (every probe's cell configs, in its order) with
+    ``valued``, read once for the same files: the statistics table, its intervals and the
+    unstable configs of the Summary and the Statistics all come from it. Its ``unstable``
+    flag follows the connection's setting at the time: :func:`flagged` sets it again."""
+    sql = tallied_summary_sql(AXES, values=True)
+    return remembered(
+        con, ("config_stats",), lambda: con.sql(f"{sql} ORDER BY {order_by(AXES)}").pl()
+    )
+
+
+def flagged(frame: pl.DataFrame, unstable_range: float) -> pl.DataFrame:
+    """``frame`` (summary figures) with ``unstable`` as the ``recall_stats`` view computes it
+    for ``unstable_range``."""
+    unstable = (pl.col("max_accuracy") - pl.col("min_accuracy") > unstable_range).fill_null(False)
+    return frame.with_columns(unstable.alias("unstable"))
 
 
 def joined_intervals(
@@ -152,6 +170,21 @@ def joined_intervals(
         )
         .select(order)
     )
+
+
+def summary_with_intervals(
+    frame: pl.DataFrame, axes: Sequence[str], *, seed: int = 0
+) -> pl.DataFrame:
+    """Summary figures read with ``valued`` (``tallied_summary_sql(values=True)``), with the
+    intervals :func:`with_intervals` gives them, and without ``valued``."""
+    groups = frame.filter(pl.col("valued").is_not_null())
+    found = [
+        interval(n, mean, sd, valued, seed)
+        for n, mean, sd, valued in groups.select(
+            "graded", "mean_accuracy", "sd_accuracy", "valued"
+        ).iter_rows()
+    ]
+    return joined_intervals(frame.drop("valued"), axes, groups, found)
 
 
 def with_intervals(

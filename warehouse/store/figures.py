@@ -114,9 +114,10 @@ WITH per_group AS (
 ){summary_figures(axes)}"""
 
 
-def summary_figures(axes: Sequence[str]) -> str:
+def summary_figures(axes: Sequence[str], *, then: str = "", joined: str = "") -> str:
     """The rest of :func:`summary_sql` after its ``per_group`` (counts and accuracy figures per
-    group): the interval, the range and the ``unstable`` flag."""
+    group): the interval, the range and the ``unstable`` flag; ``then``: more columns after
+    them, from ``joined`` (joins after ``FROM with_interval``)."""
     cols = quoted(axes)
     return f""", with_interval AS (
     SELECT *,
@@ -140,8 +141,8 @@ SELECT {cols}, epochs, repeats, answers, parse_failures, graded, errors, invalid
                > coalesce(getvariable('{UNSTABLE_VARIABLE}'), {UNSTABLE_RANGE}),
            false
        ) AS unstable,
-       mean_latency_s
-FROM with_interval
+       mean_latency_s{then}
+FROM with_interval {joined}
 """
 
 

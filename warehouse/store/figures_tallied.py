@@ -123,11 +123,16 @@ WITH base AS MATERIALIZED (
 )"""
 
 
-def tallied_summary_sql(axes: Sequence[str], where: str = "") -> str:
+def tallied_summary_sql(axes: Sequence[str], where: str = "", *, values: bool = False) -> str:
     """figures.summary_sql over ``results`` grouped by ``axes`` (a subset of :data:`AXES`),
-    from the answer tallies (``where``: as :func:`tallied_groups_sql`'s)."""
+    from the answer tallies (``where``: as :func:`tallied_groups_sql`'s). ``values``: each
+    group also has ``valued`` (as :func:`tallied_values_sql` gives it; null without graded
+    answers), so its interval needs no second query."""
     groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=True, where=where)
-    return groups + summary_figures(axes)
+    if not values:
+        return groups + summary_figures(axes)
+    lists = "LEFT JOIN lists USING (config_id)"
+    return groups + VALUE_LISTS + summary_figures(axes, then=", valued", joined=lists)
 
 
 # After tallied_groups_sql: per config_id, its accuracies with their counts, ascending.
