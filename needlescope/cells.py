@@ -69,11 +69,13 @@ class Cell:
         described = json.loads(self.filler_spec)
         return isinstance(described, dict) and described.get("kind") == PAPER_KIND
 
-    @property
+    # Hashed once per cell (a cell id is read dozens of times on a cell's way through a sweep);
+    # a frozen cell never changes, and dataclasses.replace makes a new one.
+    @functools.cached_property
     def context_id(self) -> str:
         return short_hash(self.context_key())
 
-    @property
+    @functools.cached_property
     def cell_id(self) -> str:
         return short_hash(
             {**self.context_key(), "model": self.model_identity, "generation": self.generation}
