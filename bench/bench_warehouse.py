@@ -742,6 +742,7 @@ elif report_extras is not None:
 timed(report, "probe_figures", "probe charts data")
 timed(tables, "write_excel", "stats.xlsx")
 timed(vega, "chart_spec", "chart specs")
+timed(vega, "chart_text", "chart specs (JSON)")
 timed(report, "_page", "page")
 if __name__ == "__main__":
     start = time.perf_counter()

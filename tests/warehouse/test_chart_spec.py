@@ -54,7 +54,7 @@ def test_equal_frames_share_a_dataset_and_other_data_goes_altairs_way() -> None:
     inline = alt.Chart(alt.Data(values=rows)).mark_point().encode(x="x:Q")
     assert _renamed(vega.chart_spec(inline)) == _renamed(_plain(inline))
     # nothing left behind for the next chart
-    assert not vega._rows
+    assert not vega._frames
 
 
 def test_no_row_limit() -> None:
@@ -62,3 +62,24 @@ def test_no_row_limit() -> None:
     spec = vega.chart_spec(alt.Chart(frame).mark_tick().encode(x="x:Q"))
     (rows,) = spec["datasets"].values()
     assert len(rows) == 12_000
+
+
+def test_chart_text_is_the_spec_as_json() -> None:
+    """The report's JSON text of a chart: the spec chart_spec gives, with NaN and infinities
+    as null (Vega counts both as invalid), and whether its frames hold a row of data."""
+    frame = pl.DataFrame(
+        {"x": [1, 2], "v": [math.nan, 0.1], "s": ["</script>", "é\u2028"], "w": [math.inf, 2.5]}
+    )
+    chart = alt.Chart(frame).mark_rect().encode(x="x:O", color="v:Q")
+    text = vega.chart_text(chart)
+    assert text.has_rows
+    expected = vega.chart_spec(chart)
+    (rows,) = expected["datasets"].values()
+    for row in rows:
+        row.update(
+            {k: None for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)}
+        )
+    assert json.loads(text.text) == expected
+    message = alt.Chart(pl.DataFrame({"message": ["nothing yet"]})).mark_text()
+    assert not vega.chart_text(message).has_rows
+    assert not vega.chart_text(alt.Chart(frame.head(0)).mark_rect()).has_rows

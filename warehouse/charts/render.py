@@ -7,6 +7,7 @@ imports nothing but vl-convert, so a worker starts quickly.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import re
@@ -44,9 +45,12 @@ def png_scale(svg: str) -> int:
     return 2 if pixels * 4 <= PNG_MAX_PIXELS else 1
 
 
-def save_spec(spec: dict[str, Any], stem: Path, vl_version: str) -> None:
-    """Write ``stem``.svg and ``stem``.png (2x, or 1x past PNG_MAX_PIXELS), rendered once."""
-    static = static_spec({**spec, "config": {**spec.get("config", {}), "aria": False}})
+def save_spec(spec: dict[str, Any] | str, stem: Path, vl_version: str) -> None:
+    """Write ``stem``.svg and ``stem``.png (2x, or 1x past PNG_MAX_PIXELS), rendered once.
+    ``spec``: a dict, or its JSON text (a string crosses to a worker process as it is; a
+    dict of tens of thousands of rows is pickled in the report's process)."""
+    found: dict[str, Any] = json.loads(spec) if isinstance(spec, str) else spec
+    static = static_spec({**found, "config": {**found.get("config", {}), "aria": False}})
     svg = vlc.vegalite_to_svg(static, vl_version=vl_version)
     stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
     stem.with_suffix(".png").write_bytes(vlc.svg_to_png(svg, scale=png_scale(svg)))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,8 @@ from typing import Any
 import altair as alt
 import polars as pl
 import vl_convert as vlc
-from altair.utils.data import to_eager_narwhals_dataframe, to_values
+from altair.utils.core import sanitize_narwhals_dataframe
+from altair.utils.data import to_eager_narwhals_dataframe
 from altair.vegalite.data import default_data_transformer
 
 from needlescope.warehouse.charts import render
@@ -53,14 +56,14 @@ def vega_bundle() -> str:
 
 
 _CONVERTING = threading.Lock()  # Altair's data transformer is global: one chart at a time
-_rows: dict[str, list[dict[str, Any]]] = {}  # the chart being converted: its datasets
+_frames: dict[str, pl.DataFrame] = {}  # the chart being converted: its Polars datasets
 
 
-def _named_rows(data: Any) -> dict[str, Any]:
-    """Altair's data transformer while :func:`chart_spec` converts: a Polars frame becomes a
-    dataset named by a digest of its Arrow bytes (Altair names a dataset by the SHA-256 of
-    its rows as sorted JSON: 2 s of a 10M-answer report's 4 heatmaps) with the rows Altair
-    gives it. Every other kind of data goes Altair's way."""
+def _named_frame(data: Any) -> dict[str, Any]:
+    """Altair's data transformer while a chart converts here: a Polars frame becomes a named
+    dataset (kept in ``_frames``, sanitised as Altair sanitises it), named by a digest of its
+    Arrow bytes (Altair names a dataset by the SHA-256 of its rows as sorted JSON: 2 s of a
+    10M-answer report's 4 heatmaps). Every other kind of data goes Altair's way."""
     if not isinstance(data, pl.DataFrame):
         return dict(default_data_transformer(data, max_rows=sys.maxsize))
     try:
@@ -68,30 +71,61 @@ def _named_rows(data: Any) -> dict[str, Any]:
     except (pl.exceptions.PolarsError, TypeError, ValueError):  # no Arrow form (objects)
         return dict(default_data_transformer(data, max_rows=sys.maxsize))
     name = f"data-{digest}"
-    if name not in _rows:
-        _rows[name] = list(to_values(to_eager_narwhals_dataframe(data))["values"])
+    if name not in _frames:
+        sanitized = sanitize_narwhals_dataframe(to_eager_narwhals_dataframe(data))
+        _frames[name] = sanitized.to_native()
     return {"name": name}
 
 
-alt.data_transformers.register("needlescope", _named_rows)
+alt.data_transformers.register("needlescope", _named_frame)
 
 
-def chart_spec(chart: Chart) -> dict[str, Any]:
+def _converted(chart: Chart) -> tuple[dict[str, Any], dict[str, pl.DataFrame]]:
+    """``chart``'s spec without its Polars datasets, and those datasets by name."""
     # Not validated against the Vega-Lite schema here: that walks every inlined data row
     # (seconds for a heatmap of 1M answers); the chart builders' tests validate their specs.
     # No row limit: a heatmap of every needle has tens of thousands. (Rows passed as plain
     # values instead are deep-copied by every chart operation.)
     with _CONVERTING, alt.data_transformers.enable("needlescope"):
-        _rows.clear()
+        _frames.clear()
         try:
-            spec = dict(chart.to_dict(validate=False))
-            if _rows:
-                spec["datasets"] = {**spec.get("datasets", {}), **_rows}
-            return spec
+            return dict(chart.to_dict(validate=False)), dict(_frames)
         finally:
-            _rows.clear()
+            _frames.clear()
 
 
-def save_spec(spec: dict[str, Any], stem: Path) -> None:
+def chart_spec(chart: Chart) -> dict[str, Any]:
+    """``chart``'s Vega-Lite spec, its data rows as Python values."""
+    spec, frames = _converted(chart)
+    if frames:
+        rows = {name: frame.rows(named=True) for name, frame in frames.items()}
+        spec["datasets"] = {**spec.get("datasets", {}), **rows}
+    return spec
+
+
+@dataclass(frozen=True)
+class SpecText:
+    """A chart's spec as JSON text, its Polars datasets written by Polars (NaN and infinities
+    as null: Vega counts both as invalid), and whether they hold a row of data."""
+
+    text: str
+    has_rows: bool  # a Polars dataset has a row that is not only a placeholder's message
+
+
+def chart_text(chart: Chart) -> SpecText:
+    """:func:`chart_spec` as JSON, without turning its rows into Python values and back (the
+    report's heatmaps have tens of thousands)."""
+    spec, frames = _converted(chart)
+    marks = {name: f"@@needlescope-dataset-{name}@@" for name in frames}
+    if marks:
+        spec["datasets"] = {**spec.get("datasets", {}), **marks}
+    text = json.dumps(spec)
+    for name, frame in frames.items():
+        text = text.replace(json.dumps(marks[name]), frame.write_json(), 1)
+    has_rows = any(f.height and set(f.columns) != {"message"} for f in frames.values())
+    return SpecText(text, has_rows)
+
+
+def save_spec(spec: dict[str, Any] | str, stem: Path) -> None:
     """Write ``stem``.svg and ``stem``.png (2x, or 1x for a huge chart), rendered once."""
     render.save_spec(spec, stem, vl_version())

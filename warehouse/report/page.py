@@ -208,12 +208,13 @@ def _nothing_drawn(spec: Mapping[str, Any], why: str) -> str | None:
 
 
 class _Drawing:
-    """Each chart's spec for the page, and its files drawn by the renderers meanwhile. A chart
-    with no data row is not drawn: the page says why in one line (``empty``)."""
+    """Each chart's spec for the page (JSON text), and its files drawn by the renderers
+    meanwhile. A chart with no data row is not drawn: the page says why in one line
+    (``empty``)."""
 
     def __init__(self, draw: Executor, out: Path, vl: str) -> None:
         self.renderers, self.out, self.vl = draw, out, vl
-        self.specs: dict[str, dict[str, Any]] = {}
+        self.specs: dict[str, str] = {}
         self.saved: list[Future[None]] = []
         self.empty: dict[str, str] = {}
 
@@ -221,21 +222,26 @@ class _Drawing:
         """The page ids of ``shown``: recall keeps the plain names, other probes a prefix."""
         prefix = "" if probe == "recall" else f"{anchor(probe)}_"
         names = [prefix + figure.name for figure in shown]
-        self.specs.update({name: {} for name in names})  # in the page's order
+        self.specs.update({name: "{}" for name in names})  # in the page's order
         for figure in sorted(shown, key=lambda f: f.name not in HEATMAPS):
             name = prefix + figure.name
-            spec = vega.chart_spec(figure.chart)
-            line = _nothing_drawn(spec, why)
+            spec = vega.chart_text(figure.chart)
+            # Without a row of data in its frames, the chart may have nothing to draw: its
+            # rows as values say (a placeholder's message; a small chart, converted again).
+            line = None if spec.has_rows else _nothing_drawn(vega.chart_spec(figure.chart), why)
             if line is not None:
                 del self.specs[name]
                 self.empty[name] = line
                 continue
-            self.specs[name] = spec
-            job = self.renderers.submit(
-                render.save_spec, self.specs[name], self.out / name, self.vl
-            )
+            self.specs[name] = spec.text
+            job = self.renderers.submit(render.save_spec, spec.text, self.out / name, self.vl)
             self.saved.append(job)
         return names
+
+
+def _specs_object(specs: Mapping[str, str]) -> str:
+    """One JSON object of the charts' specs (each already JSON text), in the page's order."""
+    return "{" + ",".join(f"{json.dumps(name)}:{text}" for name, text in specs.items()) + "}"
 
 
 def _page(
@@ -243,7 +249,7 @@ def _page(
     sections: list[Section],
     errors: pl.DataFrame,
     runs: pl.DataFrame,
-    specs: Mapping[str, dict[str, Any]],
+    specs: Mapping[str, str],
     bundle: str,
     added: extras.Extras | None = None,
 ) -> str:
@@ -268,6 +274,6 @@ def _page(
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         version=version("needlescope"),
         body="\n".join(body),
-        specs=json.dumps(specs).replace("</", "<\\/"),
+        specs=_specs_object(specs).replace("</", "<\\/"),
         script=template("page.js"),
     )
