@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -184,6 +185,28 @@ def test_bootstrap_is_deterministic_for_a_seed_and_order_free() -> None:
     half = 1.96 * sd / len(values) ** 0.5
     assert lo == pytest.approx(mean - half, abs=half * 0.25)
     assert hi == pytest.approx(mean + half, abs=half * 0.25)
+
+
+def test_remembered_resample_positions_draw_what_sample_draws() -> None:
+    """The bootstrap gathers positions drawn once per (n, resamples, seed): the very values
+    Series.sample draws from each series of that length, so every interval is unchanged."""
+    rng = random.Random(3)
+    for n in (1, 2, 12, 100, 1000):
+        for seed in (0, 7):
+            values = pl.Series(sorted(rng.uniform(0, 100) for _ in range(n)))
+            sampled = values.sample(n * 300, with_replacement=True, seed=seed)
+            gathered = values.gather(intervals._resample_indices(n, 300, seed))
+            assert sampled.equals(gathered)
+            # both ways (remembered positions, and a draw too large to remember) give the
+            # interval of the means of Series.sample's resamples
+            for resamples in (300, intervals._CACHED_DRAWS // n + 1):
+                drawn = values.sample(n * resamples, with_replacement=True, seed=seed)
+                means = drawn.reshape((resamples, n)).arr.mean()
+                expected = (
+                    means.quantile((1 - 0.95) / 2, interpolation="linear"),
+                    means.quantile(1 - (1 - 0.95) / 2, interpolation="linear"),
+                )
+                assert intervals._bootstrap(values, resamples, seed, 0.95) == expected
 
 
 def test_bootstrap_edge_cases_and_the_normal_fallback() -> None:

@@ -10,6 +10,7 @@ returned them in. The resampling is vectorised with Polars' seeded sampler (one
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from statistics import NormalDist
@@ -68,12 +69,27 @@ def _bootstrap(
     sorted_values: pl.Series, resamples: int, seed: int, level: float
 ) -> tuple[float, float]:
     n = sorted_values.len()
-    drawn = sorted_values.sample(n * resamples, with_replacement=True, seed=seed)
+    if n * resamples > _CACHED_DRAWS:
+        drawn = sorted_values.sample(n * resamples, with_replacement=True, seed=seed)
+    else:
+        drawn = sorted_values.gather(_resample_indices(n, resamples, seed))
     means = drawn.reshape((resamples, n)).arr.mean()
     alpha = 1 - level
     lo = means.quantile(alpha / 2, interpolation="linear")
     hi = means.quantile(1 - alpha / 2, interpolation="linear")
     return float(lo if lo is not None else NAN), float(hi if hi is not None else NAN)
+
+
+_CACHED_DRAWS = 2_000_000  # positions per remembered draw (8 MB): 8 are kept
+
+
+@functools.lru_cache(maxsize=8)
+def _resample_indices(n: int, resamples: int, seed: int) -> pl.Series:
+    """The positions ``Series.sample(n * resamples, with_replacement=True, seed=seed)`` draws
+    from any series of length ``n`` (they depend on nothing else): drawn once for the many
+    groups of the same size a report bootstraps."""
+    positions = pl.Series("i", range(n), dtype=pl.UInt32)
+    return positions.sample(n * resamples, with_replacement=True, seed=seed)
 
 
 def bootstrap_mean_interval(
