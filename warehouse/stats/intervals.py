@@ -80,10 +80,10 @@ def _bootstrap(
     return float(lo if lo is not None else NAN), float(hi if hi is not None else NAN)
 
 
-_CACHED_DRAWS = 2_000_000  # positions per remembered draw (8 MB): 8 are kept
+_CACHED_DRAWS = 400_000  # positions per remembered draw (1.6 MB): 32 are kept
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)  # a report's comparisons meet a few dozen cell sizes
 def _resample_indices(n: int, resamples: int, seed: int) -> pl.Series:
     """The positions ``Series.sample(n * resamples, with_replacement=True, seed=seed)`` draws
     from any series of length ``n`` (they depend on nothing else): drawn once for the many
