@@ -572,7 +572,26 @@ def _generate_year(
     return _write_runs(store, epochs, counts, files)
 
 
-ROLLUP_CHILD = """
+# A child's own peak RSS. ru_maxrss starts at the parent's peak (Linux keeps it across fork and
+# exec): the children of a bench that had just generated the 10M warehouse in its own process
+# reported its 4.6 GiB. VmHWM is the child's own address space's.
+OWN_PEAK = """
+def own_peak_mb():
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
+
+
+ROLLUP_CHILD = (
+    OWN_PEAK
+    + """
 import json, resource, sys, time
 from pathlib import Path
 from needlescope.warehouse.store import compaction, rollups_update
@@ -585,8 +604,9 @@ print(json.dumps({"seconds": time.perf_counter() - start, "attempts": done.attem
                   "tally_rows": done.tally_rows, "answer_rows": done.answer_rows,
                   "invented_rows": done.invented_rows,
                   "rebuilt": done.rebuilt,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": own_peak_mb()}))
 """
+)
 
 
 def build_rollups(root: Path, counts: dict[str, Any]) -> None:
@@ -665,7 +685,9 @@ def compacted(root: Path, sweep_root: Path, args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------- measuring
 
 # Each query in a fresh process: connect (create the views), run, fetch every row.
-QUERY_CHILD = """
+QUERY_CHILD = (
+    OWN_PEAK
+    + """
 import json, resource, sys, time
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -678,8 +700,9 @@ rows = con.sql(sys.argv[2]).fetchall()
 t2, c2 = time.perf_counter(), cpu()
 print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1,
                   "rows": len(rows),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": own_peak_mb()}))
 """
+)
 
 # Every view of each probe's views_<probe>.sql, on one connection: each run fetches every row
 # (best of argv[2] runs).
@@ -708,7 +731,9 @@ print(json.dumps({"views": best}))
 
 # write_report in a fresh process, with the wall time of its phases (renders run in worker
 # processes: their CPU is the children's).
-REPORT_CHILD = """
+REPORT_CHILD = (
+    OWN_PEAK
+    + """
 import json, resource, sys, tempfile, time
 from pathlib import Path
 from needlescope.warehouse.charts import vega
@@ -753,9 +778,10 @@ if __name__ == "__main__":
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({"wall_s": wall, "cpu_s": me.ru_utime + me.ru_stime,
                       "renderers_cpu_s": kids.ru_utime + kids.ru_stime,
-                      "peak_rss_mb": me.ru_maxrss / 1024,
+                      "peak_rss_mb": own_peak_mb(),
                       "renderer_peak_rss_mb": kids.ru_maxrss / 1024, "phases": phases}))
 """
+)
 
 
 @dataclass
