@@ -51,23 +51,16 @@ def check_intervals_and_unstable(con: duckdb.DuckDBPyConnection) -> None:
     same(stats.hallucination_rates(con), stats.hallucination_rates(con, stats_table=table))
     assert "needlescope_stats_table" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}
     same(stats.error_counts(con), stats.error_counts(con, source="snap"))
+    # the statistics table and the pooled figures, read with their values in one query each
     for axes, probe in ((AXES, None), (["probe", "model"], "recall"), (["probe"], "cases")):
         where = f"(SELECT * FROM snap WHERE probe = '{probe}')" if probe else "snap"
         frame = con.sql(f"{summary_sql(axes, where)} ORDER BY ALL").pl()
         plain = accuracy.with_intervals(con, frame, axes, where)
-        same(tallied.with_intervals(con, frame, axes, probe=probe), plain)
-    # the statistics table and the pooled figures, read with their values in one query each
-    for axes, probe in ((AXES, None), (["probe", "model"], "recall"), (["probe"], "cases")):
-        where, params = (tallied.PROBE, {"probe": probe}) if probe else ("", {})
-        plain_sql, valued_sql = (
-            f"{tallied_summary_sql(axes, where, values=values)} ORDER BY ALL"
-            for values in (False, True)
-        )
-        frame = con.sql(plain_sql, params=params).pl()
+        condition, params = (tallied.PROBE, {"probe": probe}) if probe else ("", {})
+        valued_sql = f"{tallied_summary_sql(axes, condition, values=True)} ORDER BY ALL"
         valued = con.sql(valued_sql, params=params).pl()
         assert valued["valued"].null_count() < valued.height
-        one_query = tallied.summary_with_intervals(valued, axes)
-        same(one_query, tallied.with_intervals(con, frame, axes, probe=probe))
+        same(tallied.summary_with_intervals(valued, axes), plain)
     for unstable_range in (0.0, 30.0):
         flagged = tallied.flagged(tallied.config_stats(con), unstable_range).drop("valued")
         same(flagged, stats.recall_stats(con, unstable_range))

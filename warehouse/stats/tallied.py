@@ -36,7 +36,6 @@ from needlescope.warehouse.store.figures_tallied import (
     VALUE_LISTS,
     tallied_groups_sql,
     tallied_summary_sql,
-    tallied_values_sql,
 )
 
 PROBE = "t.probe = $probe"  # a tally condition: one probe's answers
@@ -59,15 +58,6 @@ def interval(
         return lo, hi, NORMAL
     values = [float(v["accuracy"]) for v in valued or () for _ in range(int(v["n"]))]
     return mean_interval(values, seed=seed)[1:]
-
-
-def value_groups(
-    con: duckdb.DuckDBPyConnection, axes: Sequence[str], *, probe: str | None = None
-) -> pl.DataFrame:
-    """Per group of ``axes`` (of ``probe``, else of every probe): ``n``, ``mean``, ``sd`` and
-    ``valued`` of its graded answers (figures_tallied.tallied_values_sql)."""
-    sql = tallied_values_sql(axes, PROBE if probe is not None else "")
-    return con.sql(sql, params={"probe": probe} if probe is not None else {}).pl()
 
 
 def accuracy_groups(
@@ -175,8 +165,8 @@ def joined_intervals(
 def summary_with_intervals(
     frame: pl.DataFrame, axes: Sequence[str], *, seed: int = 0
 ) -> pl.DataFrame:
-    """Summary figures read with ``valued`` (``tallied_summary_sql(values=True)``), with the
-    intervals :func:`with_intervals` gives them, and without ``valued``."""
+    """Summary figures read with ``valued`` (``tallied_summary_sql(values=True)``), without
+    it, with the intervals ``accuracy.with_intervals`` gives the same groups of ``results``."""
     groups = frame.filter(pl.col("valued").is_not_null())
     found = [
         interval(n, mean, sd, valued, seed)
@@ -185,21 +175,3 @@ def summary_with_intervals(
         ).iter_rows()
     ]
     return joined_intervals(frame.drop("valued"), axes, groups, found)
-
-
-def with_intervals(
-    con: duckdb.DuckDBPyConnection,
-    frame: pl.DataFrame,
-    axes: Sequence[str],
-    *,
-    probe: str | None = None,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """``accuracy.with_intervals`` of ``results`` (of ``probe``, else every probe) grouped by
-    ``axes``, from the tallies: the same intervals."""
-    groups = value_groups(con, axes, probe=probe)
-    found = [
-        interval(n, mean, sd, valued, seed)
-        for n, mean, sd, valued in groups.select("n", "mean", "sd", "valued").iter_rows()
-    ]
-    return joined_intervals(frame, axes, groups, found)

@@ -126,8 +126,9 @@ WITH base AS MATERIALIZED (
 def tallied_summary_sql(axes: Sequence[str], where: str = "", *, values: bool = False) -> str:
     """figures.summary_sql over ``results`` grouped by ``axes`` (a subset of :data:`AXES`),
     from the answer tallies (``where``: as :func:`tallied_groups_sql`'s). ``values``: each
-    group also has ``valued`` (as :func:`tallied_values_sql` gives it; null without graded
-    answers), so its interval needs no second query."""
+    group also has ``valued`` (:data:`VALUE_LISTS`: each distinct accuracy with its count, the
+    multiset a bootstrap resamples; null without graded answers): its interval needs no
+    second query."""
     groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=True, where=where)
     if not values:
         return groups + summary_figures(axes)
@@ -140,17 +141,6 @@ VALUE_LISTS = """, lists AS (
     SELECT config_id, list({'accuracy': accuracy, 'n': n} ORDER BY accuracy) AS valued
     FROM valued GROUP BY config_id
 )"""
-
-
-def tallied_values_sql(axes: Sequence[str], where: str = "") -> str:
-    """Per group of ``axes``, the graded answers' accuracy figures for an interval: ``n``,
-    ``mean``, ``sd`` and ``valued``, the distinct accuracies with how many answers have each
-    (a list of ``{accuracy, n}`` ascending): the multiset a bootstrap resamples."""
-    groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=False, where=where)
-    return f"""{groups}{VALUE_LISTS}
-SELECT {quoted(axes)}, p.graded AS n, p.mean_accuracy AS mean, p.sd_accuracy AS sd, l.valued
-FROM per_group p JOIN lists l USING (config_id)
-"""
 
 
 # `results` rows per (epoch, config): the rollup's, and the fresh pairs' configs from cells.
