@@ -96,9 +96,7 @@ def unstable_configs(con: duckdb.DuckDBPyConnection, probe: str, spread: float) 
     accuracy with how many answers have it) in place of the answers' ordered list."""
     return (
         config_stats(con)
-        .filter(
-            (pl.col("probe") == probe) & (pl.col("max_accuracy") - pl.col("min_accuracy") > spread)
-        )
+        .filter((pl.col("probe") == probe) & (pl.col("accuracy_range") > spread))
         .select(
             *AXES,
             "epochs",
@@ -127,7 +125,7 @@ def config_stats(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 def flagged(frame: pl.DataFrame, unstable_range: float) -> pl.DataFrame:
     """``frame`` (summary figures) with ``unstable`` as the ``recall_stats`` view computes it
     for ``unstable_range``."""
-    unstable = (pl.col("max_accuracy") - pl.col("min_accuracy") > unstable_range).fill_null(False)
+    unstable = (pl.col("accuracy_range") > unstable_range).fill_null(False)
     return frame.with_columns(unstable.alias("unstable"))
 
 
