@@ -30,8 +30,11 @@ browser:
 demo: setup
 	$(BIN)/needlescope run configs/demo.yaml
 
+# Two workers (pytest-xdist): the Prefect tests mostly wait on servers and schedules. Each
+# worker's local models get one thread (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: setup browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not e2e"

@@ -17,6 +17,11 @@ SHARED = REPO.parent / "shared"
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# `make test` runs two xdist workers on 2 cores. llama.cpp's threads spin while they wait for
+# each other: a local model with a thread per core beside the other worker took up to 5 times
+# as long (and the CPU it burnt), so each local model started by a worker gets one thread.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("NEEDLESCOPE_LOCAL_THREADS", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -348,8 +348,9 @@ def test_workers_of_a_pool_split_one_sweep(cli, prefect_api, write_config, tmp_p
     wh = tmp_path / "wh"
     pool = "ops-pool"
     # Slow enough replies that a shard outlasts a worker's 2 s poll: the idle worker takes the
-    # other shard rather than the busy one taking both in turn.
-    with FakeOpenAIServer(perfect_answer, seed=2, delay_s=0.6) as server:
+    # other shard rather than the busy one taking both in turn. (0.6 s was not enough beside
+    # a second test worker on 2 cores: one worker ran both shards in turn.)
+    with FakeOpenAIServer(perfect_answer, seed=2, delay_s=1.5) as server:
         config = write_config(config_text(server.base_url, "pooled", repeats=4))
         deployed = cli(
             "deploy", str(config), "--pool", pool, "--shards", "2", "-w", str(wh), extra_env=ENV
