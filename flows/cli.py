@@ -153,6 +153,7 @@ def _check_models(config: Any, *, query: bool) -> None:
     """Keys set and endpoints answering, before Prefect starts (keys in Secret blocks are
     read by the flow)."""
     from needlescope.config import resolve_api_key
+    from needlescope.providers.local import default_threads
     from needlescope.providers.open import check_offline_lengths
     from needlescope.providers.reachability import check_models
 
@@ -161,6 +162,8 @@ def _check_models(config: Any, *, query: bool) -> None:
         return
     for model in config.models:
         resolve_api_key(model)
+        if model.provider == "local" and model.threads is None:
+            default_threads()  # a bad $NEEDLESCOPE_LOCAL_THREADS, here rather than in the flow
     asyncio.run(check_models(config))
 
 

@@ -56,7 +56,7 @@ def default_threads() -> int:
     raw = os.environ.get(THREADS_ENV, "").strip()
     if not raw:
         return os.cpu_count() or 1
-    if not raw.isdigit() or int(raw) < 1:
+    if not raw.isdecimal() or int(raw) < 1:  # isdigit() passes "²", which int() refuses
         raise ConfigError(f"{THREADS_ENV}={raw!r}: expected a whole number of threads, at least 1")
     return int(raw)
 

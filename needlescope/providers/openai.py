@@ -227,7 +227,8 @@ def _status_code(code: Any) -> int | None:
     """An error body's numeric ``code`` (OpenRouter's 429, 502…), or None."""
     if isinstance(code, int) and not isinstance(code, bool):
         return code
-    return int(code) if isinstance(code, str) and code.isdigit() else None
+    # isdigit() passes "²", which int() refuses; isdecimal() is what int() reads
+    return int(code) if isinstance(code, str) and code.isdecimal() else None
 
 
 def _visible(content: Any) -> tuple[str, str]:

@@ -477,6 +477,20 @@ def test_bad_config_is_one_line_with_exit_code_2(bad: Bad, tmp_path: Path, clean
     assert tree(wh) == before, "a broken config touched the warehouse folder"
 
 
+def test_a_bad_local_thread_count_is_one_line_before_anything_starts(
+    tmp_path: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEEDLESCOPE_LOCAL_THREADS", "²")
+    config, wh = tmp_path / "config.yaml", tmp_path / "wh"
+    config.write_text(GOOD_LOCAL, encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(config), "-w", str(wh)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    expected = "NEEDLESCOPE_LOCAL_THREADS='²': expected a whole number of threads, at least 1"
+    assert lines == [f"error: {expected}"]
+    assert tree(wh) is None  # checked before anything is written
+
+
 def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
     from needlescope.config_file import load_config
 

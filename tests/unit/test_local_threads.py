@@ -20,7 +20,7 @@ def test_one_thread_per_core_unless_the_environment_says(monkeypatch: pytest.Mon
     assert LocalServer("model.gguf", n_threads=5).n_threads == 5  # the config's own wins
 
 
-@pytest.mark.parametrize("raw", ["0", "-1", "two", "1.5"])
+@pytest.mark.parametrize("raw", ["0", "-1", "two", "1.5", "²"])
 def test_a_bad_thread_count_is_refused_in_one_line(
     monkeypatch: pytest.MonkeyPatch, raw: str
 ) -> None:

@@ -372,3 +372,15 @@ def test_registry():
     assert isinstance(provider, OpenAIProvider) and isinstance(provider, base.Provider)
     with pytest.raises(ConfigError, match=r"unknown provider kind 'nope'; known kinds: .*openai"):
         create_provider("nope")
+
+
+@pytest.mark.parametrize("code", ["²", "429x", ""])
+def test_an_error_body_code_that_is_no_plain_number_is_a_provider_error(code: str) -> None:
+    # A 2xx body's error code counts as an HTTP status only when it is a number (OpenRouter
+    # sends 429 or "429"); "²" passes str.isdigit() and made int() raise.
+    provider = OpenAIProvider(name="o", base_url="http://127.0.0.1:9/v1", model="m")
+    failure = provider._body_error(200, {"code": code, "message": "upstream failed"})
+    assert failure.kind == base.PROVIDER_ERROR and failure.status == 200
+    as_text = provider._body_error(200, {"code": "429", "message": "upstream failed"})
+    assert as_text.kind == provider._body_error(200, {"code": 429, "message": "x"}).kind
+    assert as_text.kind != base.PROVIDER_ERROR

@@ -147,7 +147,7 @@ async def build_fitted(
 
 
 def _number(text: str) -> int | None:
-    return int(text) if text.isdigit() and len(text) <= 18 else None
+    return int(text) if text.isdecimal() and len(text) <= 18 else None
 
 
 def without_prefill(response: str, facts: Mapping[str, Any]) -> tuple[str, bool]:
