@@ -21,6 +21,7 @@ from needlescope.errors import ProviderError
 from needlescope.fingerprint import Fingerprint
 from needlescope.probes.base import Context
 from needlescope.providers.base import ChatRequest, Reply
+from needlescope.tasks.result_files import with_result_files
 from needlescope.tasks.runtime import current
 from needlescope.tasks.sending import BudgetSpent, Sending, Spend
 
@@ -132,10 +133,12 @@ class Asker:
     def _task(self, model: str) -> Any:
         if model not in self._tasks:
             model_config = self.config.model(model)
-            self._tasks[model] = query_model.with_options(
-                retries=self.config.retry.retries,
-                retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
-                tags=self.tags.get(model, []),
+            self._tasks[model] = with_result_files(
+                query_model.with_options(
+                    retries=self.config.retry.retries,
+                    retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
+                    tags=self.tags.get(model, []),
+                )
             )
             concurrency = model_config.concurrency
             current().sending[model] = Sending(concurrency, model_config.delay_s, self.spend)
