@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
 from needlescope.probes.base import Grade
@@ -25,7 +26,7 @@ def _grade_name() -> str:
 
 # An async task: a sync task called from the async flow runs in a worker thread with a client
 # of its own (~250 ms a call here); the work below takes a few ms a batch.
-@task(name="grade", task_run_name=_grade_name)
+@task(name="grade", task_run_name=_grade_name, cache_policy=NO_CACHE)  # as persist's
 async def grade_answers(
     answers: list[Answer], run_id: str, epoch: str
 ) -> dict[str, list[dict[str, Any]]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 from prefect.client.schemas.objects import TaskRun
 from prefect.context import TaskRunContext
 from prefect.runtime import task_run
@@ -33,7 +34,12 @@ def _retry_counts(task: Any, run: TaskRun, state: State) -> bool:
     return isinstance(state.data, CountsFailed)
 
 
-@task(name="build-prompts", task_run_name=_batch_name, retry_condition_fn=_retry_counts)
+@task(
+    name="build-prompts",
+    task_run_name=_batch_name,
+    retry_condition_fn=_retry_counts,
+    cache_policy=NO_CACHE,  # as persist's
+)
 async def build_prompts(model: str, cells: list[Cell]) -> Built:
     """With the sweep's retries (``with_options``), a failed count is retried like a failed
     query; cells still failing after the last attempt come back in ``Built.failed``."""

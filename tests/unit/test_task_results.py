@@ -1,4 +1,5 @@
-"""The query task runs' result storage: Prefect's local files, the same paths, fewer syscalls."""
+"""Where task runs keep results: the query task runs' ResultFiles (Prefect's local files, the same
+paths, fewer syscalls), and the batch tasks that keep none."""
 
 from __future__ import annotations
 
@@ -88,3 +89,16 @@ def test_outside_a_flow_run_a_task_keeps_its_storage() -> None:
     from needlescope.tasks.result_files import with_result_files
 
     assert with_result_files(query_model) is query_model
+
+
+def test_the_batch_tasks_hash_no_inputs_for_a_cache_nobody_reads() -> None:
+    # A grade batch carries its prompts: 32 of 1M tokens took 0.77 s to hash for a cache key.
+    from prefect.cache_policies import NO_CACHE
+
+    from needlescope.tasks.grade import grade_answers
+    from needlescope.tasks.persist import persist
+    from needlescope.tasks.prepare import build_prompts
+
+    for batch_task in (grade_answers, persist, build_prompts):
+        assert batch_task.cache_policy is NO_CACHE, batch_task.name
+        assert batch_task.cache_policy.compute_key(None, {"answers": ["x" * 10]}, {}) is None
