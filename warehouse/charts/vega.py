@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -110,12 +111,38 @@ class SpecText:
 
     text: str
     has_rows: bool  # a Polars dataset has a row that is not only a placeholder's message
+    static: render.StaticSpec  # what the renderers draw the chart's files from
+
+
+# A field named with these is written escaped in a spec ("a\\.b"): its name is not found
+# in the spec's text as it is.
+_ESCAPED = re.compile(r"[.\[\]\\]")
+
+
+def _named_columns(frame: pl.DataFrame, spec_text: str) -> pl.DataFrame:
+    """``frame`` without the columns ``spec_text`` never names (a column named anywhere,
+    even inside another word or an expression, is kept); every column when a name would be
+    written escaped, and at least one, so that the rows stay (a chart may count rows)."""
+    if any(_ESCAPED.search(column) for column in frame.columns):
+        return frame
+    named = [c for c in frame.columns if json.dumps(c)[1:-1] in spec_text]
+    return frame.select(named or frame.columns[:1])
+
+
+def _static(spec: dict[str, Any], frames: dict[str, pl.DataFrame]) -> render.StaticSpec:
+    empty: dict[str, list[Any]] = {name: [] for name in frames}
+    skeleton = json.dumps(
+        render.without_aria({**spec, "datasets": {**spec.get("datasets", {}), **empty}})
+    )
+    rows = {name: _named_columns(frame, skeleton).write_json() for name, frame in frames.items()}
+    return render.StaticSpec(skeleton, rows)
 
 
 def chart_text(chart: Chart) -> SpecText:
     """:func:`chart_spec` as JSON, without turning its rows into Python values and back (the
-    report's heatmaps have tens of thousands)."""
+    report's heatmaps have tens of thousands), and what its files are drawn from."""
     spec, frames = _converted(chart)
+    static = _static(spec, frames)
     marks = {name: f"@@needlescope-dataset-{name}@@" for name in frames}
     if marks:
         spec["datasets"] = {**spec.get("datasets", {}), **marks}
@@ -123,7 +150,7 @@ def chart_text(chart: Chart) -> SpecText:
     for name, frame in frames.items():
         text = text.replace(json.dumps(marks[name]), frame.write_json(), 1)
     has_rows = any(f.height and set(f.columns) != {"message"} for f in frames.values())
-    return SpecText(text, has_rows)
+    return SpecText(text, has_rows, static)
 
 
 def save_spec(spec: dict[str, Any] | str, stem: Path) -> None:

@@ -234,7 +234,7 @@ class _Drawing:
                 self.empty[name] = line
                 continue
             self.specs[name] = spec.text
-            job = self.renderers.submit(render.save_spec, spec.text, self.out / name, self.vl)
+            job = self.renderers.submit(render.save_spec, spec.static, self.out / name, self.vl)
             self.saved.append(job)
         return names
 
