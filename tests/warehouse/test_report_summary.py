@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import duckdb
 import pytest
 
 from needlescope.probes.order import PROBE_ORDER, ordered
@@ -173,3 +175,30 @@ def summary_section_html(rows: list) -> str:
     from needlescope.warehouse.report.sections import summary as summary_section
 
     return summary_section.section(rows, {})
+
+
+def test_the_reports_queries_take_half_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's connection, and those beside it (the summary's here), run each query on
+    half the cores: its threads and renderer processes keep the others busy."""
+    from needlescope.warehouse.report import page
+    from needlescope.warehouse.report.sections import summary as summary_section
+
+    seen: list[int] = []
+
+    def threads(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        seen.append(int(con.execute("SELECT current_setting('threads')").fetchone()[0]))
+        return {}
+
+    # (page's own os only: the renderers still count the machine's cores)
+    monkeypatch.setattr(page, "os", SimpleNamespace(cpu_count=lambda: 8))
+    built = build_warehouse(tmp_path / "wh")
+    summary_section.FLAG_SOURCES.append(threads)
+    try:
+        write_report(built.store.root, tmp_path / "out")
+    finally:
+        summary_section.FLAG_SOURCES.remove(threads)
+    assert seen == [4] and page.query_threads() == 4
+    monkeypatch.setattr(page, "os", SimpleNamespace(cpu_count=lambda: None))
+    assert page.query_threads() == 1
