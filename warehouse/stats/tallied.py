@@ -28,9 +28,10 @@ from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.sql import order_by, quoted, same
 from needlescope.warehouse.store.figures import (
     AXES,
+    COUNTED,
     PARSED,
     RECALL_COUNTS,
-    tallied_counts_sql,
+    result_axes,
 )
 from needlescope.warehouse.store.figures_tallied import (
     VALUE_LISTS,
@@ -66,17 +67,9 @@ def accuracy_groups(
     """``accuracy.accuracy_table``'s groups before their intervals, over every epoch of
     ``probe``: the counts, ``mean_accuracy``, ``sd_accuracy``, ``valued`` (the distinct
     accuracies and their counts) and the needles of the valid parsed answers."""
-    cols = quoted(axes)
     groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=False, where=PROBE)
-    needles = tallied_counts_sql(
-        axes, {"needles": "needles", "needles_correct": "correct"}, where=PROBE
-    )
     return con.sql(
-        f"""{groups}{VALUE_LISTS}, needle_sums AS (
-            SELECT {cols}, sum(needles)::BIGINT AS needles,
-                   sum(needles_correct)::BIGINT AS needles_correct
-            FROM ({needles}) GROUP BY ALL
-        )
+        f"""{groups}{VALUE_LISTS}, needle_sums AS ({needle_sums_sql(axes, where=PROBE)})
         SELECT {quoted(axes, "p.")}, p.answers, p.errors, p.graded, p.invalid, p.invalid_why,
                p.mean_accuracy, p.sd_accuracy, l.valued, p.parse_failures,
                coalesce(n.needles, 0) AS needles,
@@ -88,6 +81,19 @@ def accuracy_groups(
         """,
         params={"probe": probe},
     ).pl()
+
+
+def needle_sums_sql(axes: Sequence[str], where: str) -> str:
+    """Per group of ``axes``: ``needles`` and ``needles_correct`` of the counted needle
+    outcomes, summed from the needle tallies straight (:func:`tallied_counts_sql` sums per
+    needle index first: over 850,000 tally rows at 10M answers, a third of the query)."""
+    return f"""
+    SELECT {result_axes(axes)}, sum(t.needles)::BIGINT AS needles,
+           sum(t.correct)::BIGINT AS needles_correct
+    FROM needle_tallies t JOIN cells c USING (cell_id)
+    WHERE t.{COUNTED} AND {where}
+    GROUP BY ALL
+"""
 
 
 def unstable_configs(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> pl.DataFrame:
