@@ -47,8 +47,8 @@ class StaticSpec:
     holding only the columns the static spec names (tooltip-only columns dropped).
 
     Vega-Lite compiles a spec without reading its rows, so the rows join the compiled Vega
-    spec as text: for a 34,000-cell heatmap, compiling with the rows and passing them as
-    Python values cost ~0.4 s of the ~2.5 s its two files take."""
+    spec as text. A 34,000-cell heatmap's two files take ~2.1 s of CPU drawn from this, ~2.5 s
+    from the whole spec (its rows compiled, passed as Python values, every column kept)."""
 
     skeleton: str
     rows: dict[str, str] = field(default_factory=dict)

@@ -85,8 +85,8 @@ def accuracy_groups(
 
 def needle_sums_sql(axes: Sequence[str], where: str) -> str:
     """Per group of ``axes``: ``needles`` and ``needles_correct`` of the counted needle
-    outcomes, summed from the needle tallies straight (:func:`tallied_counts_sql` sums per
-    needle index first: over 850,000 tally rows at 10M answers, a third of the query)."""
+    outcomes, summed from the needle tallies straight (``tallied_counts_sql`` would sum them
+    per needle index first, a grouping of every tally row that these sums do not need)."""
     return f"""
     SELECT {result_axes(axes)}, sum(t.needles)::BIGINT AS needles,
            sum(t.correct)::BIGINT AS needles_correct
