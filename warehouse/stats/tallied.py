@@ -28,10 +28,9 @@ from needlescope.warehouse.stats.memo import remembered
 from needlescope.warehouse.stats.sql import order_by, quoted, same
 from needlescope.warehouse.store.figures import (
     AXES,
-    COUNTED,
     PARSED,
     RECALL_COUNTS,
-    result_axes,
+    tallied_counts_sql,
 )
 from needlescope.warehouse.store.figures_tallied import (
     VALUE_LISTS,
@@ -68,8 +67,14 @@ def accuracy_groups(
     ``probe``: the counts, ``mean_accuracy``, ``sd_accuracy``, ``valued`` (the distinct
     accuracies and their counts) and the needles of the valid parsed answers."""
     groups = tallied_groups_sql(axes, RECALL_COUNTS, PARSED, epochs=False, where=PROBE)
+    needle_sums = tallied_counts_sql(
+        axes,
+        {"needles": "needles", "needles_correct": "correct"},
+        where=PROBE,
+        per_needle=False,
+    )
     return con.sql(
-        f"""{groups}{VALUE_LISTS}, needle_sums AS ({needle_sums_sql(axes, where=PROBE)})
+        f"""{groups}{VALUE_LISTS}, needle_sums AS ({needle_sums})
         SELECT {quoted(axes, "p.")}, p.answers, p.errors, p.graded, p.invalid, p.invalid_why,
                p.mean_accuracy, p.sd_accuracy, l.valued, p.parse_failures,
                coalesce(n.needles, 0) AS needles,
@@ -81,19 +86,6 @@ def accuracy_groups(
         """,
         params={"probe": probe},
     ).pl()
-
-
-def needle_sums_sql(axes: Sequence[str], where: str) -> str:
-    """Per group of ``axes``: ``needles`` and ``needles_correct`` of the counted needle
-    outcomes, summed from the needle tallies straight (``tallied_counts_sql`` would sum them
-    per needle index first, a grouping of every tally row that these sums do not need)."""
-    return f"""
-    SELECT {result_axes(axes)}, sum(t.needles)::BIGINT AS needles,
-           sum(t.correct)::BIGINT AS needles_correct
-    FROM needle_tallies t JOIN cells c USING (cell_id)
-    WHERE t.{COUNTED} AND {where}
-    GROUP BY ALL
-"""
 
 
 def unstable_configs(con: duckdb.DuckDBPyConnection, probe: str, spread: float) -> pl.DataFrame:

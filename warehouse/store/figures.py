@@ -210,26 +210,29 @@ def tallied_counts_sql(
     *,
     counted_only: bool = True,
     where: str = "",
+    per_needle: bool = True,
 ) -> str:
     """The figures :func:`needle_counts_sql` computes over ``results``, per ``axes`` × needle
     index, from ``needle_tallies`` (rollups.py: per cell and needle index, kept up to date):
     thousands of rows instead of every needle row. ``counts``: name → an expression over the
     tallies' sums ``needles``, ``in_lcs``, ``correct``, ``missing``, ``misorder``. ``where``: a
-    further condition on the tallies (``t``) and their cells (``c``)."""
+    further condition on the tallies (``t``) and their cells (``c``). ``per_needle=False``:
+    per ``axes`` only, without a grouping by needle index."""
     picked = result_axes(axes)
     conditions = [f"t.{COUNTED}"] if counted_only else []
     conditions += [where] if where else []
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     figures = ",\n       ".join(f"{expr} AS {name}" for name, expr in counts.items())
     sums = ", ".join(f"sum(t.{m})::BIGINT AS {m}" for m in MEASURES)
+    by_needle, needle = (", t.needle_index", ", needle_index") if per_needle else ("", "")
     return f"""
 WITH summed AS (
-    SELECT {picked}, t.needle_index, {sums}
+    SELECT {picked}{by_needle}, {sums}
     FROM needle_tallies t JOIN cells c USING (cell_id)
     {where}
     GROUP BY ALL
 )
-SELECT {quoted(axes)}, needle_index,
+SELECT {quoted(axes)}{needle},
        {figures}
 FROM summed
 """
