@@ -53,9 +53,7 @@ def _escaped_and_calculated() -> alt.TopLevelMixin:
 
 
 def _svg_png(spec: dict[str, object] | render.StaticSpec, stem: Path) -> tuple[str, bytes]:
-    vega.save_spec(spec, stem) if isinstance(spec, dict) else render.save_spec(
-        spec, stem, vega.vl_version()
-    )
+    render.save_spec(spec, stem, vega.vl_version())
     svg = stem.with_suffix(".svg").read_text(encoding="utf-8")
     # Vega numbers each gradient it draws in a process: two renders of one spec differ there.
     return re.sub(r"gradient_\d+", "gradient", svg), stem.with_suffix(".png").read_bytes()

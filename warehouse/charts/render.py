@@ -12,8 +12,9 @@ import multiprocessing
 import os
 import re
 import sys
+from collections.abc import Mapping
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
@@ -51,26 +52,33 @@ class StaticSpec:
     from the whole spec (its rows compiled, passed as Python values, every column kept)."""
 
     skeleton: str
-    rows: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, str]
 
 
-def _marker(name: str) -> str:
-    return json.dumps(f"@@needlescope-rows-{name}@@")
+def rows_marker(name: str) -> str:
+    """A string put where dataset ``name``'s rows go, for :func:`spliced_json` to replace."""
+    return f"@@needlescope-rows-{name}@@"
+
+
+def spliced_json(document: Any, texts: Mapping[str, str]) -> str:
+    """``document`` as JSON, each key of ``texts`` (a marker string placed in it as a value)
+    replaced by its JSON text: rows written as text stay text."""
+    text = json.dumps(document)
+    for marker, json_text in texts.items():
+        text = text.replace(json.dumps(marker), json_text, 1)
+    return text
 
 
 def _vega_text(spec: StaticSpec, vl_version: str) -> str:
     """``spec`` compiled to Vega, its rows put back in, as JSON text."""
     vega: dict[str, Any] = vlc.vegalite_to_vega(spec.skeleton, vl_version=vl_version)
-    placed: list[str] = []
+    texts: dict[str, str] = {}
     for data in vega.get("data", []):
         name = data.get("name")
         if name in spec.rows and "values" in data:
-            data["values"] = f"@@needlescope-rows-{name}@@"
-            placed.append(name)
-    text = json.dumps(vega)
-    for name in placed:
-        text = text.replace(_marker(name), spec.rows[name], 1)
-    return text
+            data["values"] = rows_marker(name)
+            texts[rows_marker(name)] = spec.rows[name]
+    return spliced_json(vega, texts)
 
 
 def png_scale(svg: str) -> int:

@@ -143,12 +143,11 @@ def chart_text(chart: Chart) -> SpecText:
     report's heatmaps have tens of thousands), and what its files are drawn from."""
     spec, frames = _converted(chart)
     static = _static(spec, frames)
-    marks = {name: f"@@needlescope-dataset-{name}@@" for name in frames}
-    if marks:
+    if frames:
+        marks = {name: render.rows_marker(name) for name in frames}
         spec["datasets"] = {**spec.get("datasets", {}), **marks}
-    text = json.dumps(spec)
-    for name, frame in frames.items():
-        text = text.replace(json.dumps(marks[name]), frame.write_json(), 1)
+    texts = {render.rows_marker(name): frame.write_json() for name, frame in frames.items()}
+    text = render.spliced_json(spec, texts)
     has_rows = any(f.height and set(f.columns) != {"message"} for f in frames.values())
     return SpecText(text, has_rows, static)
 
