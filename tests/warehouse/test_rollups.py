@@ -176,6 +176,64 @@ def test_a_generation_the_files_disagree_with_is_not_used(tmp_path: Path) -> Non
     assert not check(store).used
 
 
+def _view_sql(store: Warehouse, view: str) -> str:
+    con = store.connect()
+    try:
+        found = con.execute(
+            "SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]
+        ).fetchone()
+    finally:
+        con.close()
+    assert found is not None
+    return str(found[0])
+
+
+def test_a_settled_snapshot_reads_the_tallies_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = seeded(tmp_path / "wh")
+    root = store.root.resolve()
+    tally_views = ("needle_tallies", "answer_tallies", "hallucination_tallies")
+    rollups_update.update(root, compaction.snapshot(root))
+    assert check(store).settled
+    for view in tally_views:  # one file each, nothing fresh: no delta, nothing to sum
+        assert "GROUP BY" not in _view_sql(store, view) and "delta" not in _view_sql(store, view)
+
+    # A later attempt displaces c1's covered pick with an invalid one (its needle rows move
+    # to another validity: the covered ones cancel out), and c2 gets a new epoch.
+    store.append("needle_outcomes", needles("r5", "e1", "c1") + needles("r5", "e3", "c2"))
+    store.append("answers", [answer("c1", "e1", "r5", 9, validity="truncated")])
+    store.append("answers", [answer("c2", "e3", "r5", 9)])
+    fresh = check(store)
+    assert fresh.used and not fresh.settled
+    assert "tally_delta" in _view_sql(store, "needle_tallies")
+
+    # Written by a version that kept the tallies' deltas apart: summed as tallies.sql sums.
+    monkeypatch.setattr(rollups_update, "MERGED_AT_ONCE", ())
+    rollups_update.update(root, compaction.snapshot(root))
+    gen = rollups.current(root)
+    assert gen is not None and len(gen.tallies) == 2 and len(gen.answers) == 2
+    assert check(store).settled
+    for view in tally_views[:2]:
+        assert "GROUP BY" in _view_sql(store, view) and "delta" not in _view_sql(store, view)
+    con = store.connect()
+    cancelled = con.execute(
+        "SELECT count(*) FROM needle_tallies WHERE cell_id = 'c1' AND validity = 'valid'"
+    ).fetchone()
+    con.close()
+    assert cancelled == (0,)
+
+    # Each update merges the tallies' delta at once; the attempts keep theirs.
+    monkeypatch.undo()
+    store.append("answers", [answer("c6", "e3", "r6", 9, model="m2")])
+    rollups_update.update(root, compaction.snapshot(root))
+    gen = rollups.current(root)
+    assert gen is not None and len(gen.tallies) == len(gen.answers) == 1
+    assert len(gen.attempts) == 3
+    assert check(store).settled
+    assert "GROUP BY" not in _view_sql(store, "needle_tallies")
+
+
 def test_old_generations_and_their_files_are_deleted_after_the_grace(tmp_path: Path) -> None:
     store = seeded(tmp_path / "wh")
     root = store.root.resolve()

@@ -1,7 +1,8 @@
 """Writing the rollups' generations (rollups.py says what they are): the last generation plus
-a delta of the fresh files, or one derived from the raw tables alone; deltas merged when there
-are many; generations a reader may still use kept for a grace period. Runs under the
-compaction lock (compaction calls it before and after its merges), so one writer at a time."""
+a delta of the fresh files, or one derived from the raw tables alone; the tallies' deltas
+merged at once, the attempts' when there are many; generations a reader may still use kept for
+a grace period. Runs under the compaction lock (compaction calls it before and after its
+merges), so one writer at a time."""
 
 from __future__ import annotations
 
@@ -37,12 +38,14 @@ from needlescope.warehouse.store.rollups import (
     INVENTED,
     MAX_DELTAS,
     MEASURES,
+    MERGED_AT_ONCE,
     TALLIES,
     Split,
     current,
     pending_sql,
     rollups_root,
     split,
+    summed_sql,
     use_split,
 )
 
@@ -91,8 +94,10 @@ def update(
         for kind, data in fresh.items():
             if data.num_rows:
                 files[kind].append(_write(folder, kind, data.cast(SCHEMAS[kind])))
-    if any(len(paths) > MAX_DELTAS for paths in files.values()):
-        files = _merge_deltas(folder, files)
+    many = any(len(paths) > MAX_DELTAS for paths in files.values())
+    merging = [k for k, paths in files.items() if len(paths) > 1 and (many or k in MERGED_AT_ONCE)]
+    if merging:
+        files = _merge_deltas(folder, files, merging)
         report.merged = True
     gen = _write_generation(root, parts, files, pending)
     _drop_old(root, gen, {p for paths in files.values() for p in paths}, grace_s)
@@ -219,9 +224,11 @@ def _write(folder: Path, kind: str, data: pa.Table) -> Path:
     return target
 
 
-def _merge_deltas(folder: Path, files: dict[str, list[Path]]) -> dict[str, list[Path]]:
-    """Each kind's deltas as one file: tallies summed by key (rows that sum to nothing
-    dropped), attempts and epochs as they are (epochs once each)."""
+def _merge_deltas(
+    folder: Path, files: dict[str, list[Path]], kinds: list[str]
+) -> dict[str, list[Path]]:
+    """The deltas of each of ``kinds`` as one file: tallies summed by key (rows that sum to
+    nothing dropped), attempts and epochs as they are (epochs once each)."""
     merging = {
         "tallies": _summed(TALLIES, MEASURES, "needles"),
         "answers": _summed(ANSWER_TALLIES, ANSWER_MEASURES, "answers"),
@@ -233,7 +240,7 @@ def _merge_deltas(folder: Path, files: dict[str, list[Path]]) -> dict[str, list[
     try:
         merged: dict[str, list[Path]] = {}
         for kind, paths in files.items():
-            if len(paths) <= 1:
+            if len(paths) <= 1 or kind not in kinds:
                 merged[kind] = list(paths)
                 continue
             rows = con.sql(
@@ -246,17 +253,11 @@ def _merge_deltas(folder: Path, files: dict[str, list[Path]]) -> dict[str, list[
 
 
 def _summed(schema: pa.Schema, measures: tuple[str, ...], count: str) -> str:
-    keys = ", ".join(f'"{f.name}"' for f in schema if f.name not in measures)
-    sums = ", ".join(
-        f'sum("{m}")::{"DOUBLE" if schema.field(m).type == pa.float64() else "BIGINT"} AS "{m}"'
-        for m in measures
-    )
     # a needle tally with no needles left has nothing else left either; an answer tally's
     # latency sum may keep a rounding residue when its answers cancel out
-    return (
-        f"SELECT {keys}, {sums} FROM read_parquet($files, union_by_name = true)"
-        f' GROUP BY ALL HAVING sum("{count}") <> 0 ORDER BY {keys}'
-    )
+    keys = ", ".join(f'"{f.name}"' for f in schema if f.name not in measures)
+    source = "read_parquet($files, union_by_name = true)"
+    return f"{summed_sql(schema, measures, count, source)} ORDER BY {keys}"
 
 
 def _drop_old(root: Path, keep_gen: Path, keep_files: set[Path], grace_s: float) -> None:
