@@ -54,10 +54,6 @@ CURRENT = "current.json"
 DATA = "data"
 COVERED_TABLES = ("answers", "needle_outcomes", "hallucinations")
 MAX_DELTAS = 8  # past this many attempt (or epoch) files a generation's are merged into one
-# The tallies' size follows the grid (cells × needles), not the answers: each generation keeps
-# one file of each (a delta merged in at once, ~1.6 s at 10M answers), so a reader of a settled
-# snapshot reads them as they are, with nothing to sum.
-MERGED_AT_ONCE = ("tallies", "answers", "invented")
 
 ATTEMPTS = pa.schema(
     [
@@ -310,15 +306,15 @@ def _sql_type(kind: pa.DataType) -> str:
     raise TypeError(kind)
 
 
-def summed_sql(schema: pa.Schema, measures: tuple[str, ...], count: str, source: str) -> str:
+def summed_sql(schema: pa.Schema, measures: tuple[str, ...], source: str) -> str:
     """``source``'s rows summed per key (every column of ``schema`` but ``measures``), rows
-    whose ``count`` sums to nothing dropped."""
+    whose first measure sums to nothing dropped."""
     keys = ", ".join(f'"{f.name}"' for f in schema if f.name not in measures)
     sums = ", ".join(
         f'sum("{m}")::{"DOUBLE" if schema.field(m).type == pa.float64() else "BIGINT"} AS "{m}"'
         for m in measures
     )
-    return f'SELECT {keys}, {sums} FROM {source} GROUP BY ALL HAVING sum("{count}") <> 0'
+    return f'SELECT {keys}, {sums} FROM {source} GROUP BY ALL HAVING sum("{measures[0]}") <> 0'
 
 
 # The views tallies.sql sums over the rollup and the fresh files' delta: their delta view, the
@@ -328,6 +324,10 @@ SUMMED_VIEWS = {
     "answer_tallies": ("answer_delta", "answers", ANSWER_TALLIES, ANSWER_MEASURES),
     "hallucination_tallies": ("invented_delta", "invented", INVENTED, ("hallucinations",)),
 }
+# The tallies' size follows the grid (cells × needles), not the answers: each generation keeps
+# one file of each (a delta merged in at once, ~1.6 s at 10M answers), so a reader of a settled
+# snapshot reads them as they are, with nothing to sum.
+MERGED_AT_ONCE = tuple(kind for _, kind, _, _ in SUMMED_VIEWS.values())
 
 
 def _settled_sql(parts: Split, reads: Mapping[str, str]) -> str:
@@ -342,7 +342,7 @@ def _settled_sql(parts: Split, reads: Mapping[str, str]) -> str:
         rows = (
             f'SELECT * FROM {source} WHERE "{measures[0]}" <> 0'
             if len(getattr(parts, kind)) <= 1
-            else summed_sql(schema, measures, measures[0], source)
+            else summed_sql(schema, measures, source)
         )
         statements.append(f"CREATE OR REPLACE VIEW {delta} AS SELECT * FROM {_empty(schema)};")
         statements.append(f"CREATE OR REPLACE VIEW {view} AS {rows};")

@@ -27,7 +27,6 @@ from needlescope.warehouse.store.compaction import (
 )
 from needlescope.warehouse.store.figures import AXES, result_axes
 from needlescope.warehouse.store.rollups import (
-    ANSWER_MEASURES,
     ANSWER_TALLIES,
     ATTEMPTS,
     COVERED_TABLES,
@@ -37,8 +36,8 @@ from needlescope.warehouse.store.rollups import (
     FORMAT,
     INVENTED,
     MAX_DELTAS,
-    MEASURES,
     MERGED_AT_ONCE,
+    SUMMED_VIEWS,
     TALLIES,
     Split,
     current,
@@ -230,11 +229,9 @@ def _merge_deltas(
     """The deltas of each of ``kinds`` as one file: tallies summed by key (rows that sum to
     nothing dropped), attempts and epochs as they are (epochs once each)."""
     merging = {
-        "tallies": _summed(TALLIES, MEASURES, "needles"),
-        "answers": _summed(ANSWER_TALLIES, ANSWER_MEASURES, "answers"),
         "attempts": "SELECT * FROM read_parquet($files) ORDER BY epoch, cell_id",
         "epochs": "SELECT DISTINCT * FROM read_parquet($files) ORDER BY ALL",
-        "invented": _summed(INVENTED, ("hallucinations",), "hallucinations"),
+        **{kind: _summed(schema, measures) for _, kind, schema, measures in SUMMED_VIEWS.values()},
     }
     con = duckdb.connect()
     try:
@@ -252,12 +249,12 @@ def _merge_deltas(
     return merged
 
 
-def _summed(schema: pa.Schema, measures: tuple[str, ...], count: str) -> str:
+def _summed(schema: pa.Schema, measures: tuple[str, ...]) -> str:
     # a needle tally with no needles left has nothing else left either; an answer tally's
     # latency sum may keep a rounding residue when its answers cancel out
     keys = ", ".join(f'"{f.name}"' for f in schema if f.name not in measures)
     source = "read_parquet($files, union_by_name = true)"
-    return f"{summed_sql(schema, measures, count, source)} ORDER BY {keys}"
+    return f"{summed_sql(schema, measures, source)} ORDER BY {keys}"
 
 
 def _drop_old(root: Path, keep_gen: Path, keep_files: set[Path], grace_s: float) -> None:
