@@ -7,6 +7,7 @@ match."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -47,6 +48,15 @@ def check(store: Warehouse) -> rollups.Split:
     finally:
         con.close()
     return parts
+
+
+def one_row(store: Warehouse, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+    """The first row of ``sql`` on a connection of its own."""
+    con = store.connect()
+    try:
+        return con.execute(sql, params or []).fetchone()
+    finally:
+        con.close()
 
 
 def seeded(root: Path) -> Warehouse:
@@ -119,11 +129,7 @@ def test_needle_rows_written_before_their_answer_count_once_it_comes(tmp_path: P
     store.append("answers", [answer("c6", "e1", "r7", 8, model="m2")])
     parts = check(store)  # now they do, read from the covered file
     assert parts.used
-    con = store.connect()
-    total = con.execute(
-        "SELECT sum(total_records) FROM position_accuracy WHERE model = 'm2'"
-    ).fetchone()
-    con.close()
+    total = one_row(store, "SELECT sum(total_records) FROM position_accuracy WHERE model = 'm2'")
     assert total == (3,)
     rollups_update.update(root, compaction.snapshot(root))
     gen = rollups.current(root)
@@ -177,13 +183,7 @@ def test_a_generation_the_files_disagree_with_is_not_used(tmp_path: Path) -> Non
 
 
 def _view_sql(store: Warehouse, view: str) -> str:
-    con = store.connect()
-    try:
-        found = con.execute(
-            "SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]
-        ).fetchone()
-    finally:
-        con.close()
+    found = one_row(store, "SELECT sql FROM duckdb_views() WHERE view_name = ?", [view])
     assert found is not None
     return str(found[0])
 
@@ -216,11 +216,9 @@ def test_a_settled_snapshot_reads_the_tallies_as_written(
     assert check(store).settled
     for view in tally_views[:2]:
         assert "GROUP BY" in _view_sql(store, view) and "delta" not in _view_sql(store, view)
-    con = store.connect()
-    cancelled = con.execute(
-        "SELECT count(*) FROM needle_tallies WHERE cell_id = 'c1' AND validity = 'valid'"
-    ).fetchone()
-    con.close()
+    cancelled = one_row(
+        store, "SELECT count(*) FROM needle_tallies WHERE cell_id = 'c1' AND validity = 'valid'"
+    )
     assert cancelled == (0,)
 
     # Each update merges the tallies' delta at once; the attempts keep theirs.
