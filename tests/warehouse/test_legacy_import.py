@@ -171,6 +171,11 @@ def test_accuracy_by_length_matches_the_seed_summary(
     seed: SeedSet, imported: dict[str, tuple[Path, Row]]
 ) -> None:
     root, summary = imported[seed.model]
+    assert_matches_the_seed_summary(seed, root, summary)
+
+
+def assert_matches_the_seed_summary(seed: SeedSet, root: Path, summary: Row) -> None:
+    """accuracy_by_length, read through ``needlescope sql``, against the seed's own figures."""
     stats, summaries = seed_stats(seed), seed_summaries(seed)
     assert summaries, f"{seed.folder.name}: no summary table"
     quoted = seed.model.replace("'", "''")
@@ -332,6 +337,71 @@ def test_synthetic_database_imports_with_the_right_counts(tmp_path: Path) -> Non
 
     again = import_legacy_db(db, "toy", store)
     assert again["skipped"] == 6 and again["rows"]["answers"] == 0
+
+
+# -- answers the seed stored with no digit key -----------------------------------------------
+
+# What the seed's extraction kept: an empty object (from a ```json {} ``` fence), and an object
+# whose keys are ranges (a gemini-2.5-pro range set). Both were counted as answered.
+STORED = [
+    ('{"1": 4711, "2": 1234, "3": 9876, "4": 5555}', 100.0),
+    ("{}", 0.0),
+    ('{"1-7170": -1, "7171-14340": 1234}', 25.0),  # keys as strings: [-1, 1234]; 3 edits of 4
+]
+
+
+def stored_answers_set(folder: Path) -> SeedSet:
+    """A result set in the seed's shape: the raw answers and the seed's summary of them (its
+    figures worked by hand: 3 answers, accuracies 100, 0 and 25)."""
+    folder.mkdir()
+    raw, summary = folder / "toy_ranges.db", folder / "model_summary_toy_ranges.db"
+    expected = json.dumps({"1": 4711, "2": 1234, "3": 9876, "4": 5555})
+    with closing(sqlite3.connect(raw)) as conn:
+        conn.execute(
+            "CREATE TABLE bytes_4000 (id INTEGER PRIMARY KEY AUTOINCREMENT, test_time TIMESTAMP,"
+            " standard_json TEXT, model_response_json TEXT, elapsed_time REAL)"
+        )
+        conn.executemany(
+            "INSERT INTO bytes_4000 (test_time, standard_json, model_response_json, elapsed_time)"
+            " VALUES ('2025-10-01 10:00:00', ?, ?, 2.0)",
+            [(expected, reply) for reply, _ in STORED],
+        )
+        conn.execute(
+            "CREATE TABLE bytes_stats (byte_count INTEGER PRIMARY KEY, answered_count INTEGER,"
+            " parse_fail_count INTEGER)"
+        )
+        conn.execute("INSERT INTO bytes_stats VALUES (4000, 4, 1)")
+        conn.commit()
+    with closing(sqlite3.connect(summary)) as conn:
+        conn.execute(
+            "CREATE TABLE summary (byte_count INTEGER PRIMARY KEY, record_count INTEGER,"
+            " avg_accuracy REAL, median_accuracy REAL, min_accuracy REAL, max_accuracy REAL)"
+        )
+        conn.execute("INSERT INTO summary VALUES (4000, 3, ?, 25.0, 0.0, 100.0)", (125 / 3,))
+        conn.commit()
+    return SeedSet(folder, raw, (raw, summary))
+
+
+def test_a_stored_object_without_digit_keys_is_an_answer(tmp_path: Path) -> None:
+    seed = stored_answers_set(tmp_path / "set")
+    root = tmp_path / "wh"
+    args = ("import-legacy", str(seed.raw_db), "--model", seed.model, "--warehouse", str(root))
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["answers_imported"], summary["parse_failures_imported"]) == (3, 1)
+    assert_matches_the_seed_summary(seed, root, summary)
+    graded = sql(root, "SELECT response, parse_ok, accuracy FROM results WHERE response_kept")
+    assert sorted((r["response"], r["parse_ok"], r["accuracy"]) for r in graded) == sorted(
+        (reply, True, accuracy) for reply, accuracy in STORED
+    )
+
+
+def test_a_fresh_reply_of_an_empty_object_is_still_a_parse_failure() -> None:
+    """The seed's extraction, for a reply as the model sent it: a bare ``{}`` has no digit
+    key (only a fence decides whatever its keys)."""
+    assert grade_recall([4711], "Nothing found: {}").parse_ok is False
+    assert grade_recall([4711], "```json\n{}\n```").parse_ok is True
 
 
 # -- one-line errors through the CLI -------------------------------------------------------

@@ -4,6 +4,7 @@ Every database of one model goes to the epoch ``legacy-<model>``. A cell id hash
 model, the seed's table name, the row id and the expected needles; a parse failure, whose
 reply the seed did not keep, hashes its 1-based index within its length instead. So a
 second import of the same database finds every cell already answered and writes nothing.
+A stored reply passed the seed's extraction already: it is graded by ``grade_stored``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.errors import WarehouseError
-from needlescope.grading.recall import grade_recall
+from needlescope.grading.recall import grade_stored
 from needlescope.hashing import canonical_json, short_hash
 from needlescope.validity import UNKNOWN
 from needlescope.warehouse.store import Warehouse
@@ -225,7 +226,7 @@ class _Importer:
             if (todo := plan.rows.get(row_id)) is None:
                 continue
             cell_id, expected = todo
-            grade = grade_recall(expected, response)
+            grade = grade_stored(expected, response)  # extracted by the seed already
             parsed += bool(grade.parse_ok)
             self._add_cell(tables, plan, cell_id, len(expected), {"row": row_id}, expected)
             answered = None if grade.answered is None else json.dumps(grade.answered)

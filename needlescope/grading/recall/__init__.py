@@ -34,8 +34,14 @@ from needlescope.grading.recall.parse import (
     extract_answer,
     order_answer,
     read_reply,
+    read_stored,
 )
-from needlescope.grading.recall.score import RecallGrade, grade_recall, recall_accuracy
+from needlescope.grading.recall.score import (
+    RecallGrade,
+    grade_recall,
+    grade_stored,
+    recall_accuracy,
+)
 from needlescope.grading.recall.values import Value, canonical_value
 
 __all__ = [
@@ -60,10 +66,12 @@ __all__ = [
     "extract_answer",
     "grade_recall",
     "grade_recall_batch",
+    "grade_stored",
     "hallucinations",
     "lcs_anchors",
     "needle_outcomes",
     "order_answer",
     "read_reply",
+    "read_stored",
     "recall_accuracy",
 ]

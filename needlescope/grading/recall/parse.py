@@ -13,6 +13,9 @@
    such as ``"01"`` or ``" 1"`` then finds no entry and the seed's analysis left the whole
    answer out of its counts (it is kept, marked ``uncounted``). Otherwise all keys sorted as
    strings, and all their values.
+
+An answer the seed stored (its ``model_response_json``) went through step 1 when the seed
+received it: :func:`read_stored` applies step 2 alone.
 """
 
 from __future__ import annotations
@@ -212,11 +215,27 @@ def read_reply(text: object) -> Reading:
         if extraction.empty:
             return _EMPTY
         return Reading(None, False, None, False, extraction.error, None, None)
+    return _ordered(obj, extraction.source)
+
+
+def read_stored(text: object) -> Reading:
+    """An answer the seed stored (``model_response_json``): it passed the seed's extraction
+    already, which kept only the JSON object it found. So it is answered by definition and
+    read by step 2 alone: ``{}`` is an answer with no values, and an object without digit keys
+    (``{"1-7170": -1}``) is ordered by its keys as strings. A text that is not a JSON object,
+    which the seed never stored, is read as a fresh reply (both steps). Never raises."""
+    value = _loads(text) if isinstance(text, str) else _NOTHING
+    if type(value) is not dict:
+        return read_reply(text)
+    return _ordered(value, None)  # type: ignore[arg-type]
+
+
+def _ordered(obj: dict[str, Any], source: ReplySource | None) -> Reading:
     raw = _in_key_order(obj)
     keyed = raw is not None
     if raw is None:
         raw, unordered = order_answer(obj)
         if raw is None:
-            return Reading(None, False, obj, False, None, unordered, extraction.source)
+            return Reading(None, False, obj, False, None, unordered, source)
     values, ints = _canonical(raw)
-    return Reading(values, keyed, None if keyed else obj, ints, None, None, extraction.source)
+    return Reading(values, keyed, None if keyed else obj, ints, None, None, source)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rapidfuzz.distance import Hamming, Levenshtein
 
-from needlescope.grading.recall.parse import Reading, read_reply
+from needlescope.grading.recall.parse import Reading, read_reply, read_stored
 from needlescope.grading.recall.values import (
     INT_TYPES,
     Value,
@@ -144,3 +144,9 @@ def grade_reading(expected: Sequence[Hashable], reading: Reading) -> RecallGrade
 def grade_recall(expected: Sequence[int], response: str) -> RecallGrade:
     """Grade one raw reply against the expected needle values (needle i+1 = key "i+1")."""
     return grade_reading(expected, read_reply(response))
+
+
+def grade_stored(expected: Sequence[int], stored: str) -> RecallGrade:
+    """Grade an answer the recall seed stored: answered by definition, ordered and scored,
+    never extracted again (``read_stored``)."""
+    return grade_reading(expected, read_stored(stored))
