@@ -227,7 +227,7 @@ def read_stored(text: object) -> Reading:
     value = _loads(text) if isinstance(text, str) else _NOTHING
     if type(value) is not dict:
         return read_reply(text)
-    return _ordered(value, None)  # type: ignore[arg-type]
+    return _ordered(value, None)
 
 
 def _ordered(obj: dict[str, Any], source: ReplySource | None) -> Reading:
