@@ -14,6 +14,11 @@ more than N needles). Inside a part of length L from ``start``, one needle goes 
 part's end. ``jitter`` r moves them at random by up to R = int(interval × r), interval being
 that spacing (L // 2 for a lone needle): the first right by 0..R, the last left by 0..R, the
 others by −R..R, always inside the part. Positions index the haystack before insertion.
+
+A part that covers no character of the haystack (an absolute range starting past its end, or a
+relative one in a haystack of a few characters) cannot be placed: :func:`seed_positions`
+refuses it. While a fit searches for the haystack's size it tries sizes the ranges do not fit;
+:func:`provisional_positions` stands in for those (the same needles, at the haystack's end).
 """
 
 from __future__ import annotations
@@ -76,10 +81,31 @@ def counted_needles(spec: str) -> int | None:
     return sum(r.count or 0 for r in ranges) if ranges[0].count is not None else None
 
 
+def uncovered_parts(spec: str, haystack_chars: int) -> list[str]:
+    """The parts of ``spec`` that cover no character of a haystack of ``haystack_chars``."""
+    parts = [part.strip() for part in spec.split(",")]
+    ranges = parse_needle_ranges(spec)
+    return [p for p, r in zip(parts, ranges, strict=True) if _empty(r.bounds(haystack_chars))]
+
+
+def _empty(bounds: tuple[int, int]) -> bool:
+    return bounds[1] <= bounds[0]
+
+
+def needles_placed(spec: str, needles: int) -> int:
+    """How many needles a provisional placement holds: the parts' counts, else ``needles``."""
+    counted = counted_needles(spec)
+    return needles if counted is None else counted
+
+
+def provisional_positions(spec: str, needles: int, haystack_chars: int) -> list[int]:
+    """Where the needles go in a haystack the ranges do not fit, while a fit searches for its
+    size: all at its end. Only the number of needles counts then (it sets the length)."""
+    return [haystack_chars] * needles_placed(spec, needles)
+
+
 def _allocate(needles: int, lengths: list[int]) -> list[int]:
     total = sum(lengths)
-    if total == 0:
-        raise LengthError("the needle ranges cover no character of the haystack")
     counts = [max(1, round(needles * length / total)) for length in lengths[:-1]]
     return [*counts, max(0, needles - sum(counts))]
 
@@ -111,9 +137,12 @@ def _spread(start: int, end: int, count: int, jitter: float, rng: random.Random)
 def seed_positions(
     spec: str, needles: int, haystack_chars: int, jitter: float, rng: random.Random
 ) -> list[int]:
-    """Sorted character indices, in a haystack of ``haystack_chars``, of every needle."""
+    """Sorted character indices, in a haystack of ``haystack_chars``, of every needle;
+    LengthError when a part covers no character of it."""
     ranges = parse_needle_ranges(spec)
     bounds = [r.bounds(haystack_chars) for r in ranges]
+    if uncovered := uncovered_parts(spec, haystack_chars):
+        raise LengthError(ranges_outside(uncovered, haystack_chars))
     if ranges[0].count is not None:
         counts = [r.count or 0 for r in ranges]
     else:
@@ -122,3 +151,9 @@ def seed_positions(
     for (start, end), count in zip(bounds, counts, strict=True):
         positions += _spread(start, end, count, jitter, rng)
     return sorted(positions)
+
+
+def ranges_outside(parts: list[str], haystack_chars: int) -> str:
+    """Why a cell whose needle range parts cover nothing of its haystack cannot be built."""
+    named = ", ".join(parts)
+    return f"needle range {named} covers no character of the {haystack_chars:,}-character haystack"

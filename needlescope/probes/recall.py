@@ -16,12 +16,27 @@ from typing import Any
 
 from needlescope.cells import Cell, ModelFields, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
+from needlescope.errors import LengthError
 from needlescope.fillers import Filler, as_is_files
 from needlescope.grading.recall import ErrorAnalysis, grade_recall_batch
 from needlescope.hashing import canonical_json
 from needlescope.haystack import insert_at, insert_needles, parse_regions, place_needles
-from needlescope.needle_ranges import counted_needles, seed_positions
-from needlescope.probes.base import Grade, GradedReplies, NeedleResult, Rendered, render_again
+from needlescope.needle_ranges import (
+    counted_needles,
+    provisional_positions,
+    ranges_outside,
+    seed_positions,
+    uncovered_parts,
+)
+from needlescope.probes.base import (
+    BuildTools,
+    Context,
+    Grade,
+    GradedReplies,
+    NeedleResult,
+    Rendered,
+    render_again,
+)
 from needlescope.probes.build import default_build
 from needlescope.probes.templates import RECALL_TEMPLATES, SEED_TEMPLATES
 
@@ -115,10 +130,15 @@ def draw_needles(cell: Cell) -> Needles:
 
 
 def seed_needles(cell: Cell, haystack_chars: int) -> tuple[tuple[int, ...], list[int]]:
-    """The seed's placement (``needle_ranges``): values and their character positions."""
+    """The seed's placement (``needle_ranges``): values and their character positions. In a
+    haystack the ranges do not fit, the provisional positions a fit's search measures (the
+    built cell is checked by :func:`build`)."""
     rng = random.Random(cell.rng_seed)
     jitter = float(cell.params().get("jitter", 0.0))
-    positions = seed_positions(cell.region, cell.needle_count, haystack_chars, jitter, rng)
+    if uncovered_parts(cell.region, haystack_chars):
+        positions = provisional_positions(cell.region, cell.needle_count, haystack_chars)
+    else:
+        positions = seed_positions(cell.region, cell.needle_count, haystack_chars, jitter, rng)
     digits = int(cell.params()["digits"])
     low, high = 10 ** (digits - 1), 10**digits - 1
     if seed_exact(cell):  # uniform draws that may repeat, as the seed's
@@ -282,5 +302,16 @@ def error_tables(analysis: ErrorAnalysis) -> dict[str, tuple[dict[str, Any], ...
     }
 
 
-build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+_fitted = default_build(render, answer_budget, fits_filler=FITS_FILLER)
+
+
+async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools) -> Context:
+    """The default build; a cell placed by the seed's ranges is refused when, at the size the
+    fit found, a part of its ranges covers no character of the haystack."""
+    context = await _fitted(cell, filler, filler_kind, tools)
+    if cell.placement == "seed" and (parts := uncovered_parts(cell.region, context.filler_chars)):
+        raise LengthError(ranges_outside(parts, context.filler_chars))
+    return context
+
+
 rebuild = render_again(render)
