@@ -29,6 +29,7 @@ NEEDLES = 6
 DIGITS = 4
 # The seed's prompt before the haystack: 326 bytes of UTF-8, 324 characters (an en dash).
 PREFIX_BYTES, PREFIX_CHARS = 326, 324
+URL = "http://127.0.0.1:9/v1"  # never asked: the lengths are measured here
 REGIONS = ["0-1", "1500-1900", "0-0.25,0.75-1"]
 
 
@@ -48,9 +49,7 @@ def cell_of(unit: str, budget: str, region: str, jitter: float = 0.0) -> Cell:
     config = parse_config(
         {
             "name": "ranges",
-            "models": [
-                {"name": "m", "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "x"}
-            ],
+            "models": [{"name": "m", "provider": "openai", "base_url": URL, "model": "x"}],
             "probes": [entry],
         }
     )
