@@ -53,16 +53,6 @@ def prefect_environment() -> None:
     os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
 
 
-def text_or_file(value: str) -> str:
-    path = Path(value)
-    try:
-        if len(value) < 4096 and path.is_file():
-            return path.read_text(encoding="utf-8", errors="surrogateescape")
-    except (OSError, ValueError):  # ValueError: text no path can be (a NUL, a lone surrogate)
-        pass
-    return value
-
-
 def write_report(root: Path, out: Path, *, announce: bool = True, **options: Any) -> Path:
     from needlescope.warehouse.report.page import write_report as write
 

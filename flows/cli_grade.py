@@ -1,7 +1,8 @@
 """``needlescope grade``: one answer graded by hand (needlescope.grading.by_hand), and judged
 by a configured model the way the sweep's judge stage asks (needlescope.judge). A fast path:
 Prefect is never imported. ``grade`` runs past 60 lines by its options alone: typer reads
-them from the signature."""
+them from the signature. A text option is always its text: a file is read only when a
+``--*-file`` option names it (``-``: standard input)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
-from needlescope.flows.cli_common import fail, text_or_file
+from needlescope.flows.cli_common import fail
 from needlescope.providers.base import Reply
 
 
@@ -28,18 +29,51 @@ def grade(
         ),
     ],
     expected: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help='Expected answer, JSON or a file path: recall {"1": 1234, …} or [1234, …]; '
+            metavar="<text>",
+            help="The expected answer, as JSON text (never read as a path; a file: "
+            '--expected-file): recall {"1": 1234, …} or [1234, …]; '
             "counting_stars [counts…]; goto the value; cases/rag the case as in the cells table; "
             'niah/variable_tracking/aggregation the expected strings ["…", …]; '
-            'mrcr {"nonce": …, "reply": …}; latent_list the final list […].'
+            'mrcr {"nonce": …, "reply": …}; latent_list the final list […].',
         ),
-    ],
-    answer: Annotated[str, typer.Option(help="The model's answer: text or a file path.")],
+    ] = None,
+    expected_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="A file (a path; - reads standard input) holding the expected answer, "
+            "instead of --expected.",
+        ),
+    ] = None,
+    answer: Annotated[
+        str | None,
+        typer.Option(
+            metavar="<text>",
+            help="The model's answer, as text (never read as a path; a file: --answer-file).",
+        ),
+    ] = None,
+    answer_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="A file (a path; - reads standard input) holding the model's answer, "
+            "instead of --answer.",
+        ),
+    ] = None,
     facts: Annotated[
         str | None,
-        typer.Option(help="The context's facts (JSON or file), as in the cells table's `facts`."),
+        typer.Option(
+            metavar="<text>",
+            help="The context's facts, as JSON text as in the cells table's `facts` (never "
+            "read as a path; a file: --facts-file).",
+        ),
+    ] = None,
+    facts_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="A file (a path; - reads standard input) holding the context's facts, "
+            "instead of --facts.",
+        ),
     ] = None,
     judge: Annotated[
         str | None,
@@ -70,14 +104,15 @@ def grade(
 
     if judge is not None and (config is None or probe not in ("cases", "rag")):
         raise fail("--judge needs --config, and only cases and rag answers are judged")
+    expected_text, answer_text, facts_text = read_inputs(
+        expected, expected_file, answer, answer_file, facts, facts_file
+    )
     try:
-        expected_text = text_or_file(expected)
-        answer_text = text_or_file(answer)
         result = grade_one(
             probe,
             expected_text,
             answer_text,
-            text_or_file(facts) if facts else None,
+            facts_text or None,
             finish_reason=finish_reason,
             reasoning_tokens=reasoning_tokens,
         )
@@ -107,6 +142,60 @@ def grade(
         result["response_repaired"] = True
         printable = storable(json.dumps(result, ensure_ascii=False, default=str))
     sys.stdout.write(printable + "\n")
+
+
+def read_inputs(
+    expected: str | None,
+    expected_file: Path | None,
+    answer: str | None,
+    answer_file: Path | None,
+    facts: str | None,
+    facts_file: Path | None,
+) -> tuple[str, str, str | None]:
+    """The expected answer, the answer and the facts: each one's text as given (never read as a
+    path), or the file its ``--NAME-file`` names (``-``: standard input). Every misuse is
+    refused before anything is read: both forms of one, neither form of a required one, two
+    ``-`` (standard input is read once)."""
+    inputs = {
+        "expected": (expected, expected_file, True),
+        "answer": (answer, answer_file, True),
+        "facts": (facts, facts_file, False),
+    }
+    for name, (text, path, required) in inputs.items():
+        if text is not None and path is not None:
+            raise fail(f"give --{name} or --{name}-file, not both")
+        if required and text is None and path is None:
+            raise fail(f"--{name} TEXT or --{name}-file PATH is required")
+    stdin = [f"--{name}-file" for name, (_, path, _) in inputs.items() if str(path) == "-"]
+    if len(stdin) > 1:
+        raise fail(f"{', '.join(stdin)}: only one may be - (standard input is read only once)")
+    read = {
+        name: text if path is None else read_input(f"--{name}-file", path)
+        for name, (text, path, _) in inputs.items()
+    }
+    expected_text, answer_text = read["expected"], read["answer"]
+    assert expected_text is not None and answer_text is not None  # required: checked above
+    return expected_text, answer_text, read["facts"]
+
+
+def read_input(option: str, path: Path) -> str:
+    """The file at ``path`` (``-``: standard input) as text, as UTF-8 with undecodable bytes
+    kept as lone surrogates (the grade then stores them as U+FFFD and says so) and newlines
+    read universally; a file that cannot be read is a one-line error naming ``option``."""
+    try:
+        if str(path) != "-":
+            return path.read_text(encoding="utf-8", errors="surrogateescape")
+        if sys.stdin is None:
+            raise OSError("it is closed")
+        buffer = getattr(sys.stdin, "buffer", None)
+        if buffer is None:
+            return sys.stdin.read()
+        text = buffer.read().decode("utf-8", errors="surrogateescape")
+        return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads a file
+    except (OSError, ValueError) as exc:  # ValueError: a path no file can have (a NUL)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        where = "standard input" if str(path) == "-" else str(path)
+        raise fail(f"{option}: cannot read {where}: {reason}") from None
 
 
 JUDGE_CONTEXT = 4096  # a local judge's slot: rubric, question, true answer and the answer

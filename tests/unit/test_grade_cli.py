@@ -11,8 +11,10 @@ from needlescope.flows.cli import app
 runner = CliRunner()
 
 
-def grade(expected: str, answer: str) -> dict:
-    result = runner.invoke(app, ["grade", "recall", "--expected", expected, "--answer", answer])
+def grade(expected: str, answer: str, *, files: bool = False) -> dict:
+    form = "-file" if files else ""  # --expected-file/--answer-file: paths, not text
+    args = [f"--expected{form}", expected, f"--answer{form}", answer]
+    result = runner.invoke(app, ["grade", "recall", *args])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -31,7 +33,7 @@ def test_grade_reads_files_and_counts_duplicates(tmp_path: Path) -> None:
     expected, answer = tmp_path / "expected.json", tmp_path / "answer.txt"
     expected.write_text('{"1": 1111, "2": 2222}')
     answer.write_text('```json\n{"1": 1111, "2": 1111, "3": 2222}\n```')
-    out = grade(str(expected), str(answer))
+    out = grade(str(expected), str(answer), files=True)
     assert out["accuracy"] == (1 - 1 / 3) * 100
     # The seed's LCS traceback anchors the later copy, so the earlier one is the duplicate.
     assert out["duplicates"] == [{"answer_index": 0, "value": 1111, "needle_indices": [1]}]
