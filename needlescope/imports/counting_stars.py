@@ -10,7 +10,9 @@ Each line of a result file is one JSON object, one request: ``answer`` (the repl
 The paper's figure (its visualisation notebook): per star i and sky size, the mean of
 "count i is among the answered list, truncated to M and deduplicated" over the lines of that
 size; per sky size, the mean over i. ``needlescope.probes.counting_stars.grade`` scores each
-star the same way; where the notebook stops on a reply with no list, the grader scores it 0.
+star the same way, with the notebook's comparison (``PAPER_SCORING``: Python equality, so an
+answered ``true`` is the count 1): these files come from the paper's code. Where the notebook
+stops on a reply with no list, the grader scores it 0.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Literal
 from needlescope.imports.errors import ImportFormatError
 from needlescope.imports.reading import Fields, fail, files_under, jsonl, sha256
 from needlescope.imports.records import Key, Source, StarsAnswer
-from needlescope.probes.counting_stars import grade
+from needlescope.probes.base import Grade
+from needlescope.probes.counting_stars import PAPER_SCORING, grade
 
 ZH_KEY = "小企鹅"
 # The notebook's column label for a Chinese sky: sky_size / 0.725, "the specific scalar for
@@ -98,9 +101,15 @@ def _unique(records: list[StarsAnswer]) -> None:
 # --- the paper's figures --------------------------------------------------------------------
 
 
+def grade_answer(record: StarsAnswer) -> Grade:
+    """One imported answer graded by needlescope's counting_stars grader as the paper's code
+    compares values (``true == 1``): the grade to store for it."""
+    return grade(record.counts, PAPER_SCORING, record.response)
+
+
 def star_scores(record: StarsAnswer) -> list[float]:
-    """Each star's score (1 or 0) under needlescope's counting_stars grader."""
-    return [float(s) for s in grade(record.counts, {}, record.response).detail["scores"]]
+    """Each star's score (1 or 0) under needlescope's counting_stars grader, the paper's way."""
+    return [float(s) for s in grade_answer(record).detail["scores"]]
 
 
 def paper_scores(records: Iterable[StarsAnswer]) -> dict[int, float]:

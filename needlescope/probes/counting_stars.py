@@ -9,9 +9,20 @@ Scoring follows the paper's code: the answered list is truncated to M and dedupl
 true count scores 1 when it is anywhere in what is left (membership, not position). In the
 reasoning variant each star also carries a mistaken count that was corrected; a star scores 1 for
 the corrected count alone, 0.5 for both counts, 0.25 for the mistaken count alone, else 0.
-Accuracy is the mean score × 100. Reading the answer is needlescope's own rule (the paper's
-notebook raises on anything but the object): a bare JSON list is the list, and a reply with no
-list scores 0, every star missed, flagged as a parse failure but kept in the mean.
+Accuracy is the mean score × 100.
+
+What "is in" means depends on the template. The paper's code (its notebook's
+``reduce_duplicate``: ``list(set(predicted[:m]))``, then ``ref in predicted``) compares the JSON
+values as Python does, so ``true == 1`` and ``false == 0``: under the paper's templates
+(``stars-*-paper``, whose cells carry ``facts["scoring"] == "paper"``) and for imported result
+files, ``[true, 6]`` holds the count 1 and ``[1, true]`` is one item twice. needlescope's own
+templates (and facts without the flag, as stored before it) keep a boolean never a count. Under
+both, a number equal to an integer is that integer (``6.0`` is 6), a string is never a count
+(``"6" != 6``), and a nested list or object (on which the paper's ``set()`` raises) is none.
+
+Reading the answer is needlescope's own rule (the paper's notebook raises on anything but the
+object): a bare JSON list is the list, and a reply with no list scores 0, every star missed,
+flagged as a parse failure but kept in the mean.
 """
 
 from __future__ import annotations
@@ -44,6 +55,10 @@ COUNT_STEP = 4  # star i counts a number drawn from [4i + 1, 4i + 4], as in the 
 REASONING_SCORES = {(True, False): 1.0, (True, True): 0.5, (False, True): 0.25, (False, False): 0.0}
 OUTCOMES = {1.0: "correct", 0.5: "partial", 0.25: "mistaken", 0.0: "missing"}
 NO_LIST = 'no {"little_penguin": [...]} object and no bare list in the answer'
+# facts["scoring"]: "paper" compares answered values as the paper's code does (Python equality:
+# true == 1); absent, needlescope's own rule (a boolean is never a count).
+SCORING, PAPER = "scoring", "paper"
+PAPER_SCORING: Mapping[str, Any] = {SCORING: PAPER}  # the facts that ask for the paper's rule
 
 
 def expand(config: SweepConfig, probe: CountingStarsProbe) -> Iterator[Cell]:
@@ -143,6 +158,8 @@ def render(cell: Cell, filler: Filler, filler_kind: str, filler_chars: int) -> R
         facts["counts"] = cell.params()["counts"]
     if mistaken:
         facts["mistaken"] = mistaken
+    if template.splice == "paper":  # the stars-*-paper templates: the paper's comparison too
+        facts[SCORING] = PAPER
     return Rendered(
         prompt_text=f"{haystack}{template.joiner}{template.question}",
         haystack_text=haystack,
@@ -191,16 +208,17 @@ def grade(expected: Sequence[int], facts: Mapping[str, Any], response: str) -> G
     raw = read_answer(response)
     if raw is None:
         return _no_list(truth)
+    key = _python_key if facts.get(SCORING) == PAPER else _key
     answered = [_normal(v) for v in raw]
-    window = {_key(v) for v in answered[: len(truth)]}  # truncate to M, drop duplicates
+    window = {key(v) for v in answered[: len(truth)]}  # truncate to M, drop duplicates
     mistaken = [int(w) for w in facts.get("mistaken") or []] if facts.get("reasoning") else []
     if mistaken and len(mistaken) == len(truth):
         pairs = zip(truth, mistaken, strict=True)
-        scores = [REASONING_SCORES[(_key(c) in window, _key(w) in window)] for c, w in pairs]
+        scores = [REASONING_SCORES[(key(c) in window, key(w) in window)] for c, w in pairs]
     else:
-        scores = [1.0 if _key(c) in window else 0.0 for c in truth]
-    distinct = {_key(v) for v in answered}
-    strays = distinct - {_key(c) for c in truth} - {_key(w) for w in mistaken}
+        scores = [1.0 if key(c) in window else 0.0 for c in truth]
+    distinct = {key(v) for v in answered}
+    strays = distinct - {key(c) for c in truth} - {key(w) for w in mistaken}
     return Grade(
         parse_ok=True,
         parse_error=None,
@@ -303,8 +321,16 @@ def _normal(value: Any) -> Any:
 
 
 def _key(value: Any) -> tuple[str, Any]:
-    """Identity for membership and duplicates: Python equality, but a boolean is never a count."""
+    """Identity for membership and duplicates (of a ``_normal`` item): Python equality, but a
+    boolean is never a count. needlescope's own rule."""
     return (type(value).__name__, value)
+
+
+def _python_key(value: Any) -> tuple[str, Any]:
+    """Identity as the paper's code has it, Python equality throughout: ``true`` is 1 and
+    ``false`` 0 (in a Python set ``{1, True}`` is one item). A ``_normal`` item's other numbers
+    equal to an integer are ints already (``6.0 == 6``), and a float that is not equals no int."""
+    return ("int", int(value)) if isinstance(value, bool) else _key(value)
 
 
 grade_batch = grade_each(grade)

@@ -120,10 +120,15 @@ def test_malformed_json_is_repaired_and_both_keys_read(response: str) -> None:
 
 
 def test_strings_and_booleans_are_not_counts() -> None:
-    # The paper's code compares JSON values: the string "3" is not the number 3.
+    # The paper's code compares JSON values: the string "3" is not the number 3. needlescope's
+    # own rule (no "scoring": "paper" in the facts) adds that true is not 1, where the paper's
+    # Python has true == 1 (tests/unit/test_stars_python_equality.py).
     grade = stars.grade([1, 3, 5], {}, '{"little_penguin": ["3", true, 5]}')
     assert scores(grade) == [0, 0, 1]
     assert grade.detail["out_of_truth"] == 2
+    paper = stars.grade([1, 3, 5], stars.PAPER_SCORING, '{"little_penguin": ["3", true, 5]}')
+    assert scores(paper) == [1, 0, 1]
+    assert paper.detail["out_of_truth"] == 1
 
 
 def test_a_single_number_is_a_one_item_list() -> None:
@@ -223,12 +228,18 @@ def test_mistaken_counts_only_matter_in_the_reasoning_variant() -> None:
 # --- grading: properties ------------------------------------------------------------------
 
 TRUTH = [3, 7, 10, 13, 18, 24, 27, 30]
+# needlescope's own rule and the paper's (true == 1), each plain and in the reasoning variant.
+FACTS = [
+    {**scoring, **variant}
+    for scoring in ({}, stars.PAPER_SCORING)
+    for variant in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]})
+]
 
 
 @settings(max_examples=300, deadline=None)
 @given(response=st.text())
 def test_grade_never_raises_on_any_text(response: str) -> None:
-    for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
+    for facts in FACTS:
         grade = stars.grade(TRUTH, facts, response)
         assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
         assert grade.parse_ok or grade.accuracy == 0.0
@@ -242,7 +253,7 @@ FRAGMENTS = [*'{}[]":,，：“”0123456789.-eE ', "little_penguin", "小企鹅
 @settings(max_examples=500, deadline=None)
 @given(pieces=st.lists(st.sampled_from(FRAGMENTS), max_size=40))
 def test_grade_never_raises_on_json_like_debris(pieces: list[str]) -> None:
-    for facts in ({}, {"reasoning": True, "mistaken": [t + 1 for t in TRUTH]}):
+    for facts in FACTS:
         grade = stars.grade(TRUTH, facts, "".join(pieces))
         assert grade.accuracy is not None and 0.0 <= grade.accuracy <= 100.0
         json.dumps(grade.answered, allow_nan=False)

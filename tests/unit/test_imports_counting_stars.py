@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 
 from needlescope.imports import ImportFormatError, read_counting_stars
 from needlescope.imports.counting_stars import (
+    grade_answer,
     paper_length,
     paper_overall,
     paper_scores,
     star_scores,
 )
 from needlescope.imports.records import Source, StarsAnswer
+from needlescope.probes import counting_stars as stars
 from tests.conftest import REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "imports" / "counting_stars" / "results"
@@ -127,6 +129,86 @@ def test_the_grader_scores_each_star_as_the_notebook(
         key=("stars", "x", 1),
     )
     assert star_scores(record) == notebook_scores(counts, answered)
+
+
+def reduce_duplicate(predicted: list[object], m: int) -> list[object]:
+    """The notebook's ``reduce_duplicate``, as it is."""
+    if len(predicted) > m:
+        predicted = predicted[:m]
+        predicted = list(set(predicted))
+    else:
+        predicted = list(set(predicted))
+    return predicted
+
+
+# JSON scalars a model may answer (a nested list or object makes the notebook's set() raise).
+scalars = (
+    st.integers(0, 12)
+    | st.booleans()
+    | st.sampled_from([0.0, 1.0, 6.0, 1.5])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet="016a", max_size=2)
+    | st.none()
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 12), min_size=1, max_size=8),
+    answered=st.lists(scalars, max_size=12),
+)
+def test_booleans_floats_and_strings_score_as_in_the_notebook(
+    counts: list[int], answered: list[object]
+) -> None:
+    """The notebook's ``ref in reduce_duplicate(predicted, m)``: Python equality (true == 1)."""
+    record = StarsAnswer(
+        **{
+            **read_counting_stars(EN)[0].__dict__,
+            "counts": tuple(counts),
+            "response": json.dumps({"little_penguin": answered}),
+        }
+    )
+    kept = reduce_duplicate(answered, len(counts))
+    assert star_scores(record) == [1 if ref in kept else 0 for ref in counts]
+
+
+def test_an_imported_true_is_the_count_1_as_in_the_paper_s_code(tmp_path: Path) -> None:
+    """The files come from the paper's code, where ``1 in [True, 6, 3, 20]`` holds: stars 1 and
+    2 score, 50, where needlescope's own rule (a boolean is never a count) gives 25."""
+    truth = [1, 6, 11, 14]
+    path = write_lines(
+        tmp_path / "EN_m_4_1.txt",
+        line(answer='{"little_penguin": [true, 6, 3, 20]}', reference_counting_results=truth),
+        line(
+            answer='```json\n{"little_penguin": [1.0, true, 11]}\n```',
+            reference_counting_results=truth,
+            sky_size=200,
+        ),
+    )
+    first, second = read_counting_stars(path)
+    assert star_scores(first) == [1, 1, 0, 0]
+    assert grade_answer(first).accuracy == 50.0
+    assert grade_answer(first).answered == [True, 6, 3, 20]
+    assert stars.grade(first.counts, {}, first.response).accuracy == 25.0  # needlescope's rule
+    # 1.0 and true are one item ({1.0, True} is one in a Python set); 11 is in the window.
+    assert star_scores(second) == [1, 0, 1, 0]
+    assert grade_answer(second).detail["duplicates"] == 1
+    assert paper_scores([first, second]) == {100: 0.5, 200: 0.5}
+    assert paper_overall([first, second]) == 0.5
+
+
+def test_needlescope_import_stores_the_paper_s_grade(tmp_path: Path) -> None:
+    from needlescope.warehouse.store.tool_rows import stars_rows
+
+    path = write_lines(
+        tmp_path / "EN_m_4_1.txt",
+        line(
+            answer='{"little_penguin": [true, 6, 3, 20]}', reference_counting_results=[1, 6, 11, 14]
+        ),
+    )
+    (record,) = read_counting_stars(path)
+    imported = stars_rows("counting-stars", "m", record)
+    assert imported.answer["accuracy"] == grade_answer(record).accuracy == 50.0
 
 
 def test_a_reply_without_a_list_scores_zero() -> None:

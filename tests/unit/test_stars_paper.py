@@ -259,6 +259,7 @@ def test_paper_counts_and_prompts_in_the_grid() -> None:
         "reasoning": True,
         "counts": "paper",
         "mistaken": [16, 116, 43, 70],
+        "scoring": "paper",  # a paper template: answered values compare as the paper's code does
     }
     assert STAR_ZH_REASONING.format(wrong=16, right=15) in rendered.haystack_text
     assert stars.grade(rendered.expected, rendered.facts, "[15, 117, 42, 69]").accuracy == 100

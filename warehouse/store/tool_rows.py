@@ -205,7 +205,8 @@ def stars_rows(tool: str, model: str, record: StarsAnswer) -> Imported:
         prompt_sha256=record.prompt_sha256,
         prompt_length=record.prompt_chars,
     )
-    grade = counting_stars.grade(record.counts, {}, record.response)
+    # Its files come from the paper's code: graded by the paper's comparison (true == 1).
+    grade = counting_stars.grade(record.counts, counting_stars.PAPER_SCORING, record.response)
     detail = {**grade.detail, "parameters": dict(record.parameters), "code": record.code}
     answer = _graded(grade) | {
         "response": record.response,
