@@ -54,17 +54,23 @@ def run(
     as_json: JsonOption = False,
 ) -> None:
     """Run a sweep: query every cell of the grid not yet graded in the epoch, grade, store."""
+    from needlescope.cells import default_epoch
     from needlescope.config_file import load_config
+    from needlescope.flows.build_check import check_config, refuse_unbuildable
     from needlescope.warehouse.store import Warehouse, default_root
 
     # Everything that can be checked before Prefect starts is checked here, in this order,
-    # and nothing is written until it all passes.
+    # and nothing is written until it all passes: the last check builds every cell to do.
     try:
         config = load_config(config_path)
         _check_models(config, query=not only_context)
         store = Warehouse(warehouse or config.warehouse or default_root())
         store.check_ours()
         store.check_files()
+        done = set()
+        if not only_context and store.exists():
+            done = store.graded_cell_ids(epoch or default_epoch(config))
+        refuse_unbuildable(asyncio.run(check_config(config, done)))
         store.ensure()
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
@@ -78,6 +84,7 @@ def run(
         warehouse=str(store.root),
         only_context=only_context,
         config=config,  # checked above: the flow does not read the file again
+        checked=True,
         return_state=True,
     )
     _run_and_report(flow_run, store.root, report and not only_context, report_dir, as_json)

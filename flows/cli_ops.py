@@ -34,9 +34,11 @@ def plan(
     warehouse: WarehouseOption = None,
     output_format: Annotated[str, typer.Option("--format", "-f", help="table or json.")] = "table",
 ) -> None:
-    """Print the cells, tokens and estimated cost a sweep would send; sends nothing."""
+    """Print the cells, tokens and estimated cost a sweep would send; sends nothing. Every
+    cell is built as the sweep will build it: a cell that cannot be is refused (exit 2)."""
     from needlescope.cells import default_epoch
     from needlescope.config_file import load_config
+    from needlescope.flows.build_check import check_config, refuse_unbuildable
     from needlescope.plan import as_dicts, totals
     from needlescope.plan import plan as plan_sweep
     from needlescope.warehouse.store import Warehouse, default_root
@@ -45,7 +47,10 @@ def plan(
         config = load_config(config_path)
         store = Warehouse(warehouse or config.warehouse or default_root())
         graded = store.graded_cell_ids(epoch or default_epoch(config)) if store.exists() else set()
-        rows = plan_sweep(config, graded)
+        check = asyncio.run(check_config(config, graded))
+        refuse_unbuildable(check)
+        dropped = {c.cell_id for c in check.window_dropped}
+        rows = plan_sweep(config, graded, dropped, {c.cell_id for c in check.unchecked})
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
     if output_format == "json":
@@ -59,6 +64,7 @@ def plan(
         "probe",
         "cells",
         "graded",
+        "dropped",
         "to send",
         "prompt tokens",
         "answer tokens ≤",
@@ -73,7 +79,8 @@ def plan(
             row.probe,
             str(row.cells),
             str(row.already_graded),
-            str(row.to_send),
+            str(row.dropped),
+            str(row.to_send) + (f" ({row.unchecked} unchecked)" if row.unchecked else ""),
             tokens,
             f"{row.answer_tokens:,}",
             cost,
@@ -84,12 +91,20 @@ def plan(
         "",
         str(total["cells"]),
         "",
+        str(total["dropped"]),
         str(total["to_send"]),
         f"{total['prompt_tokens']:,}",
         f"{total['answer_tokens']:,}",
         "—" if total["cost_usd"] is None else f"{total['cost_usd']:,.4f}",
     )
     Console().print(table)
+    if total["dropped"]:
+        console.print(f"dropped: {total['dropped']} cells longer than their model's context window")
+    if total["unchecked"]:
+        console.print(
+            f"unchecked: {total['unchecked']} cells whose token lengths only their model's API"
+            " counts; `run` builds them before it sends any query, and refuses what cannot be"
+        )
 
 
 ConfigsArgument = Annotated[
@@ -105,10 +120,15 @@ CronOption = Annotated[
 
 
 def _checked_configs(config_paths: list[Path]) -> list[Any]:
+    """Each config loaded, and every cell of its grid built as its nightly sweep will build it."""
     from needlescope.config_file import load_config
+    from needlescope.flows.build_check import check_config, refuse_unbuildable
 
     try:
-        return [load_config(path) for path in config_paths]
+        configs = [load_config(path) for path in config_paths]
+        for config in configs:
+            refuse_unbuildable(asyncio.run(check_config(config)))
+        return configs
     except NeedlescopeError as exc:
         raise fail(str(exc)) from None
 

@@ -23,6 +23,7 @@ from needlescope.cells import Cell, default_epoch
 from needlescope.config import ProbeConfig, SweepConfig
 from needlescope.config_file import load_config
 from needlescope.errors import ConfigError
+from needlescope.flows.build_check import check_cells, hosted_only, refuse_unbuildable
 from needlescope.flows.limits import active_limits
 from needlescope.flows.model_sweep import ModelSweep
 from needlescope.flows.progress import LogProgress, ProgressSink, shown_progress
@@ -115,9 +116,12 @@ async def run_sweep(
     shards: int = 1,
     note: str | None = None,
     resend: Collection[str] = (),
+    checked: bool = False,
 ) -> State:
     """``resend``: cells sent again although the epoch has their answer (rerun --validity);
-    the new answer supersedes the old in ``results``, both stay in ``answers``."""
+    the new answer supersedes the old in ``results``, both stay in ``answers``. ``checked``:
+    the command line has built the cells it could (flows/build_check.py); the run builds the
+    rest (lengths a hosted API counts) before anything is written or sent."""
     logger = get_run_logger()
     if only_context:
         check_offline_lengths(config)
@@ -126,6 +130,7 @@ async def run_sweep(
     run_id = new_run_id()
     done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
     plan = plan_run(config, done, only_cells, shard, shards)
+    await check_before_sending(config, plan, checked=checked, hosted=not only_context)
     if plan.window_dropped:
         logger.warning(
             "%d cells dropped: longer than their model's context window", plan.window_dropped
@@ -149,6 +154,20 @@ async def run_sweep(
     return finish_run(
         config, store, run_id, epoch, plan, sweeps, only_context, logger, flow_run_id, tidied
     )
+
+
+async def check_before_sending(
+    config: SweepConfig, plan: Plan, *, checked: bool, hosted: bool
+) -> None:
+    """Every cell to do built as its batch will build it (those the command line left, when
+    it ``checked``): ConfigError, before anything is written or sent, if one cannot be."""
+    cells = hosted_only(config, plan.todo) if checked else plan.todo
+    if not cells:
+        return
+    models = {c.model for c in cells}
+    keys = await secret_api_keys(config, models) if hosted else {}
+    check = await check_cells(config, cells, plan.probe_of, hosted=hosted, api_keys=keys)
+    refuse_unbuildable(check)
 
 
 def _write_start(
@@ -300,11 +319,13 @@ async def sweep(
     shards: int = 1,
     shard: int | None = None,
     config: SweepConfig | None = None,
+    checked: bool = False,
 ) -> State:
     """Run a sweep config: every cell of the grid not yet graded in the epoch is queried once.
 
     ``config``: the config already loaded from ``config_path`` (the command line loads and
-    checks it before Prefect starts; a deployment's run reads the file). With ``shards`` > 1
+    checks it before Prefect starts; a deployment's run reads the file); ``checked``: the
+    command line has built its cells too (what it could: flows/build_check.py). With ``shards`` > 1
     (and no ``shard``) the run splits the grid into that many flow runs of its own deployment,
     which the work pool's workers share; ``shard`` runs one part of it.
     """
@@ -325,4 +346,5 @@ async def sweep(
         only_context=only_context,
         shard=shard,
         shards=shards,
+        checked=checked,
     )

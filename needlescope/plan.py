@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,15 +23,24 @@ class PlanRow:
     probe: str
     cells: int = 0
     already_graded: int = 0
+    dropped: int = 0  # longer than the model's context window: not sent
     to_send: int = 0
+    unchecked: int = 0  # of to_send: lengths only the model's API can count (checked by run)
     prompt_tokens: int = 0
     answer_tokens: int = 0  # the output limits (answer budgets + reasoning room): an upper bound
     exact: bool = True  # prompt tokens fitted by the model's tokenizer, not estimated
     cost_usd: float | None = None
 
 
-def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
-    """One row per model (judges included) and probe, for the cells not yet graded."""
+def plan(
+    config: SweepConfig,
+    graded: set[str] | None = None,
+    dropped: Collection[str] = (),
+    unchecked: Collection[str] = (),
+) -> list[PlanRow]:
+    """One row per model (judges included) and probe, for the cells not yet graded: ``dropped``
+    cells (too long for their model's window) are counted but not sent; ``unchecked`` ones
+    are sent, their lengths to be checked by the run (a hosted tokenizer)."""
     rows: dict[tuple[str, str], PlanRow] = {}
     judged: dict[str, int] = defaultdict(int)
     for cell, probe in expand_with_probes(config).items():
@@ -39,7 +49,11 @@ def plan(config: SweepConfig, graded: set[str] | None = None) -> list[PlanRow]:
         if graded and cell.cell_id in graded:
             row.already_graded += 1
             continue
+        if cell.cell_id in dropped:
+            row.dropped += 1
+            continue
         row.to_send += 1
+        row.unchecked += cell.cell_id in unchecked
         model = config.model(cell.model)
         if cell.as_is:  # a corpus file used as it is: its size, at 4 characters a token
             row.prompt_tokens += round(_file_chars(config, cell) * TOKENS_PER_UNIT["chars"])
@@ -77,7 +91,9 @@ def totals(rows: list[PlanRow]) -> dict[str, Any]:
     costs = [r.cost_usd for r in rows if r.cost_usd is not None]
     return {
         "cells": sum(r.cells for r in rows if r.probe != "judge"),
+        "dropped": sum(r.dropped for r in rows),
         "to_send": sum(r.to_send for r in rows),
+        "unchecked": sum(r.unchecked for r in rows),
         "prompt_tokens": sum(r.prompt_tokens for r in rows),
         "answer_tokens": sum(r.answer_tokens for r in rows),
         "cost_usd": sum(costs) if costs else None,

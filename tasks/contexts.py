@@ -244,7 +244,8 @@ class ContextBuilder:
             self._planned.pop((model, cell.cell_id), None)
             self.recalled.discard(cell.cell_id)
 
-    async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
+    async def fitted(self, model: str, cell: Cell, *, checking: bool = False) -> Context:
+        """The cell's prompt fitted to its length (LengthError: it cannot be built)."""
         max_tokens = self.config.model(model).generation.answer_tokens
         filler, kind = self.filler_for(cell)
         fit_length = self._fit_length(model, cell) if cell.length_unit == "tokens" else None
@@ -255,9 +256,13 @@ class ContextBuilder:
             max_tokens=max_tokens,
             embedder=lambda: self._embedder(cell),
             fit_length=fit_length,
+            checking=checking,
         )
-        context = await probe_module(cell.probe).build(cell, filler, kind, tools)
-        too_long = await self._overflow(model, context)
+        return await probe_module(cell.probe).build(cell, filler, kind, tools)
+
+    async def _build_one(self, model: str, cell: Cell) -> tuple[Context, Measured]:
+        context = await self.fitted(model, cell)
+        too_long = await self.overflow(model, context)
         if too_long:
             raise LengthError(too_long)
         remembered = self.remembered.get(cell.cell_id)
@@ -316,7 +321,7 @@ class ContextBuilder:
             raise ConfigError(f"cell {cell.label} retrieves chunks, and this build has no embedder")
         return await self.embedders.get(probe)
 
-    async def _overflow(self, model: str, context: Context) -> str | None:
+    async def overflow(self, model: str, context: Context) -> str | None:
         """Why a self-sized prompt (goto's n lines, the paper's haystack for a nominal length)
         cannot fit the model's window, if it can't."""
         window = context_window(self.config.model(model))

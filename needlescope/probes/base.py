@@ -150,6 +150,9 @@ class BuildTools:
     embedder: Callable[[], Awaitable[Embed]] | None = None
     # Fits ``render`` to a length in tokens with few counting requests: (filler chars, tokens).
     fit_length: Callable[[Callable[[int], Rendered], int], Awaitable[tuple[int, int]]] | None = None
+    # A build check (flows/build_check.py): the context is only looked at, never sent, so a
+    # probe may skip what cannot fail once its length is met (rag: retrieving its chunks).
+    checking: bool = False
 
 
 Grader = Callable[[Any, Mapping[str, Any], str], Grade]

@@ -240,12 +240,7 @@ async def _windows(
     """needlescope's own filling, measured with the model's tokenizer (or characters)."""
     params = cell.params()
     mode: Mode = params["mode"]
-    target = cell.length // 2 if mode == "half" else cell.length
-    base = await measure(_prompt(cell, case, []))
-    if base > target:
-        raise LengthError(
-            f"instructions alone are {base} units, more than the {target} the {mode} mode allows"
-        )
+    target, base = await _instructions_fit(cell, case, measure)
     # Each chunk's share of the prompt, measured for as many of the best chunks as can fit.
     blank = await measure("")
     top_k = int(params["top_k"] or len(ranking))
@@ -266,6 +261,18 @@ async def _windows(
         selected = selected[:-1]
 
 
+async def _instructions_fit(cell: Cell, case: cases.Case, measure: Measure) -> tuple[int, int]:
+    """(the prompt's target, its length with no chunk); LengthError when that is over it."""
+    mode: Mode = cell.params()["mode"]
+    target = cell.length // 2 if mode == "half" else cell.length
+    base = await measure(_prompt(cell, case, []))
+    if base > target:
+        raise LengthError(
+            f"instructions alone are {base} units, more than the {target} the {mode} mode allows"
+        )
+    return target, base
+
+
 def _uniah(
     cell: Cell, case: cases.Case, chunks: Sequence[Chunk], ranking: Sequence[int]
 ) -> _Selection:
@@ -284,6 +291,31 @@ def _uniah(
     return _Selection(arrange(selected, bool(params["reverse"])), selected, cut)
 
 
+async def _haystack(
+    cell: Cell, filler: Filler, filler_kind: str, measure: Measure
+) -> tuple[cases.Case, Rendered, int]:
+    """The cell's case, and its cases twin's prompt fitted to the cell's length."""
+    twin = cases_twin(cell)
+    if cases.seeded(twin):
+        filler_chars = cases.seed_filler_chars(twin, filler)
+    else:
+        fit = await fit_to_length(
+            lambda n: cases.render(twin, filler, filler_kind, n).prompt_text, measure, cell.length
+        )
+        filler_chars = fit.n_filler_chars
+    return cases.case_of(twin), cases.render(twin, filler, filler_kind, filler_chars), filler_chars
+
+
+async def check(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools) -> Context:
+    """What can fail of a build, without retrieving: the haystack fitted, the instructions
+    measured (a build check's; the context holds no chunk and is never sent)."""
+    case, full, filler_chars = await _haystack(cell, filler, filler_kind, tools.measure)
+    if cell.params().get("chunking") != "uniah":
+        await _instructions_fit(cell, case, tools.measure)
+    unranked = Rendered(_prompt(cell, case, []), full.haystack_text, full.expected)
+    return Context(cell, unranked, filler_chars, 0, answer_budget(cell, tools.max_tokens))
+
+
 async def retrieve(
     cell: Cell,
     filler: Filler,
@@ -296,16 +328,7 @@ async def retrieve(
     """Fit the cases haystack to the cell's length, retrieve chunks into a prompt of at most
     ``cell.length`` units (``measure``), and record where each needle went (``facts``)."""
     params = cell.params()
-    twin = cases_twin(cell)
-    case = cases.case_of(twin)
-    if cases.seeded(twin):
-        filler_chars = cases.seed_filler_chars(twin, filler)
-    else:
-        fit = await fit_to_length(
-            lambda n: cases.render(twin, filler, filler_kind, n).prompt_text, measure, cell.length
-        )
-        filler_chars = fit.n_filler_chars
-    full = cases.render(twin, filler, filler_kind, filler_chars)
+    case, full, filler_chars = await _haystack(cell, filler, filler_kind, measure)
     chunks = chunks_of(cell, full.haystack_text)
     vectors = await embed([case.question, *(c.text for c in chunks)])
     if len(vectors) != len(chunks) + 1:
@@ -342,7 +365,10 @@ async def retrieve(
 
 
 async def build(cell: Cell, filler: Filler, filler_kind: str, tools: BuildTools) -> Context:
-    """:func:`retrieve` with the sweep's embedder (started on first use)."""
+    """:func:`retrieve` with the sweep's embedder (started on first use); a check
+    (``tools.checking``) embeds nothing."""
+    if tools.checking:
+        return await check(cell, filler, filler_kind, tools)
     if tools.embedder is None:
         raise ConfigError("a rag cell needs an embedder to retrieve its chunks")
     embed = await tools.embedder()

@@ -387,8 +387,8 @@ async def test_a_built_paper_prompt_longer_than_the_window_is_dropped(tmp_path: 
     short, long = [
         await build_context(stars, c, filler, "corpus", tokens) for c in expand_grid(config)
     ]
-    assert await runtime._overflow("m", short) is None
-    too_long = await runtime._overflow("m", long)
+    assert await runtime.overflow("m", short) is None
+    too_long = await runtime.overflow("m", long)
     assert (
         too_long
         == f"its prompt is {long.prompt_length} tokens, more than the 8192-token window allows"
