@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 
 from needlescope.cells import Cell
 from needlescope.config import ProbeConfig, SweepConfig
-from needlescope.errors import ConfigError, LengthError, NeedlescopeError, ProviderError
+from needlescope.errors import ConfigError, LengthError, ProviderError
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import Provider
 from needlescope.providers.open import REMOTE_TOKENIZERS, open_provider
 from needlescope.tasks.contexts import ContextBuilder
+from needlescope.whole_fit import ProvenFit, RememberedFit
 from needlescope.windows import fits_context, local_slot_size
 
 GROUPS_SHOWN = 6  # cell groups named per kind of problem; the rest are counted
@@ -42,6 +43,8 @@ class BuildCheck:
     unbuildable: list[tuple[Cell, str]] = field(default_factory=list)
     window_dropped: list[Cell] = field(default_factory=list)
     unchecked: list[Cell] = field(default_factory=list)
+    # The token fits counted (by the model's tokenizer): the run's build takes them as they are.
+    fits: dict[str, ProvenFit] = field(default_factory=dict)
 
     def refusal(self) -> str | None:
         """One line per kind of problem, naming the cells by their axes, with counts."""
@@ -94,10 +97,13 @@ async def check_cells(
     *,
     hosted: bool = False,
     api_keys: dict[str, str] | None = None,
+    remembered: dict[str, RememberedFit] | None = None,
 ) -> BuildCheck:
     """Build ``cells`` as the sweep would (nothing is kept and nothing is sent but the counts
     of a hosted tokenizer, and those only with ``hosted``): which cannot be built, which are too
-    long for their window, which were left unchecked (a hosted count without ``hosted``)."""
+    long for their window, which were left unchecked (a hosted count without ``hosted``, or a
+    count that failed: the sweep's build retries it and fails that cell alone). ``remembered``:
+    the fits the warehouse stores, each proven by one count as the sweep proves them."""
     check = BuildCheck()
     todo: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
@@ -112,7 +118,9 @@ async def check_cells(
         by_model.setdefault(group[0].model, []).append(group[0])
     async with contextlib.AsyncExitStack() as stack:
         providers = await _providers(config, by_model, hosted, api_keys or {}, stack)
-        builder = ContextBuilder(config, providers, probe_of=dict(probe_of))
+        builder = ContextBuilder(
+            config, providers, probe_of=dict(probe_of), remembered=dict(remembered or {})
+        )
         for group in todo.values():
             await _check_group(config, builder, group, check, hosted)
     return check
@@ -129,14 +137,23 @@ async def _check_group(
     except LengthError as exc:
         check.unbuildable += [(c, str(exc)) for c in group]
         return
-    except ProviderError as exc:
-        raise NeedlescopeError(
-            f"cell {cell.label}: its length could not be measured: {exc}"
-        ) from None
+    except ProviderError:
+        check.unchecked += group
+        return
     if too_long:
         check.window_dropped += group
-    else:
-        check.built += len(group)
+        return
+    check.built += len(group)
+    if cell.length_unit == "tokens" and cell.model not in builder.estimated:
+        stored = cell.cell_id in builder.recalled
+        held = builder.remembered.get(cell.cell_id) if stored else None
+        fit = RememberedFit(
+            context.filler_chars,
+            context.prompt_length,
+            held.haystack_length if held else None,
+            context.prompt_sha256,
+        )
+        check.fits[cell.cell_id] = ProvenFit(fit, stored)
 
 
 async def _providers(

@@ -33,12 +33,13 @@ from needlescope.flows.secrets import secret_api_keys
 from needlescope.flows.serving import local_serving
 from needlescope.flows.tidy import Tidied, tidy_when_built
 from needlescope.providers.open import check_offline_lengths, open_provider
-from needlescope.tasks.contexts import ContextBuilder, Embedders
+from needlescope.tasks.contexts import ContextBuilder
+from needlescope.tasks.embedders import Embedders
 from needlescope.tasks.query import Asker
 from needlescope.tasks.runtime import Runtime, running
 from needlescope.warehouse.store import Warehouse, default_root, rows
 from needlescope.warehouse.store.claims import Claims
-from needlescope.whole_fit import RememberedFit
+from needlescope.whole_fit import ProvenFit, RememberedFit
 from needlescope.windows import local_slot_size
 
 
@@ -70,10 +71,12 @@ async def open_runtime(
     offline: bool = False,
     rate_limits: dict[str, list[str]] | None = None,
     remembered: dict[str, RememberedFit] | None = None,
+    proven: dict[str, ProvenFit] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Provider clients (and local servers) for the models under test and their helpers, in
     the tasks' runtime for the block; ``offline``: prompts are only built, nothing is sent;
-    ``remembered``: the cells' fits the warehouse stores (checked before any search)."""
+    ``remembered``: the cells' fits the warehouse stores (checked before any search);
+    ``proven``: fits the run's build check counted (taken as they are)."""
     keys = api_keys or {}
     async with contextlib.AsyncExitStack() as stack:
         providers = {
@@ -97,6 +100,7 @@ async def open_runtime(
             probe_of=dict(probe_of or {}),
             embedders=Embedders(config, stack),
             remembered=dict(remembered or {}),
+            proven=dict(proven or {}),
         )
         # Hashing a new GGUF file takes seconds per gigabyte: off the event loop.
         serving = {} if offline else await asyncio.to_thread(local_serving, providers)
@@ -130,7 +134,9 @@ async def run_sweep(
     run_id = new_run_id()
     done = set() if only_context else store.graded_cell_ids(epoch) - set(resend)
     plan = plan_run(config, done, only_cells, shard, shards)
-    await check_before_sending(config, plan, checked=checked, hosted=not only_context)
+    proven = await check_before_sending(
+        config, plan, store, checked=checked, hosted=not only_context
+    )
     if plan.window_dropped:
         logger.warning(
             "%d cells dropped: longer than their model's context window", plan.window_dropped
@@ -142,7 +148,7 @@ async def run_sweep(
     progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
     # Prompts only (--only-context) grade nothing: no claim is needed.
     claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
-    run = _Run(config, store, run_id, epoch, progress, claims)
+    run = _Run(config, store, run_id, epoch, progress, claims, proven)
     try:
         sweeps = await run.claiming(plan, only_context, resend, logger)
         tidied = await run.tidying if run.tidying is not None else None
@@ -157,17 +163,21 @@ async def run_sweep(
 
 
 async def check_before_sending(
-    config: SweepConfig, plan: Plan, *, checked: bool, hosted: bool
-) -> None:
+    config: SweepConfig, plan: Plan, store: Warehouse, *, checked: bool, hosted: bool
+) -> dict[str, ProvenFit]:
     """Every cell to do built as its batch will build it (those the command line left, when
-    it ``checked``): ConfigError, before anything is written or sent, if one cannot be."""
+    it ``checked``): ConfigError, before anything is written or sent, if one cannot be. The
+    token fits it counted, for the batches to take as they are (so nothing is counted twice)."""
     cells = hosted_only(config, plan.todo) if checked else plan.todo
     if not cells:
-        return
-    models = {c.model for c in cells}
-    keys = await secret_api_keys(config, models) if hosted else {}
-    check = await check_cells(config, cells, plan.probe_of, hosted=hosted, api_keys=keys)
+        return {}
+    keys = await secret_api_keys(config, {c.model for c in cells}) if hosted else {}
+    remembered = await asyncio.to_thread(store.remembered_fits, [c.cell_id for c in cells])
+    check = await check_cells(
+        config, cells, plan.probe_of, hosted=hosted, api_keys=keys, remembered=remembered
+    )
     refuse_unbuildable(check)
+    return check.fits
 
 
 def _write_start(
@@ -212,6 +222,7 @@ class _Run:
     epoch: str
     progress: ProgressSink
     claims: Claims | None
+    proven: dict[str, ProvenFit]  # the token fits the run's build check counted
     # Compaction and the views file, started once every batch is built (flows/tidy.py).
     tidying: asyncio.Future[Tidied] | None = None
 
@@ -269,6 +280,7 @@ class _Run:
             offline=only_context,
             rate_limits=rates,
             remembered=remembered,
+            proven=self.proven,
         ):
             known = self.store.known_cell_ids()
             asker = Asker(

@@ -47,6 +47,15 @@ class RememberedFit:
 
 
 @dataclass(frozen=True)
+class ProvenFit:
+    """A fit this run has counted already (its build check): trusted without a count.
+    ``stored``: it is the warehouse's remembered fit, which held; else a fresh one."""
+
+    fit: RememberedFit
+    stored: bool
+
+
+@dataclass(frozen=True)
 class WholeFit:
     n_filler_chars: int
     measured: int

@@ -1,10 +1,8 @@
 """Building a sweep's contexts: fillers, measures and token counts, each cell's prompt fitted
-and measured, and rag's embedding servers. Used by the build-prompts task (prepare.py)."""
+and measured. Used by the build-prompts task (prepare.py); rag's embedders are in embedders.py."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import math
 import re
@@ -22,10 +20,11 @@ from needlescope.fitting import measure_text
 from needlescope.probes.base import BuildTools, Context, Embed, Rendered, prompt_sha256
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
+from needlescope.tasks.embedders import Embedders
 from needlescope.tasks.piece_fit import FitLength, PieceFitter
 from needlescope.tasks.whole_fit import Render, WholeFitter
 from needlescope.warehouse.store import rows
-from needlescope.whole_fit import RememberedFit, Starts
+from needlescope.whole_fit import ProvenFit, RememberedFit, Starts
 from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
@@ -72,6 +71,8 @@ class ContextBuilder:
     # Each cell's fit as the warehouse's latest cells row has it (by cell id): checked with one
     # count before any search (flows/sweep.py reads them, one query per run).
     remembered: dict[str, RememberedFit] = field(default_factory=dict)
+    # Fits this run's build check counted (flows/build_check.py): taken without a count.
+    proven: dict[str, ProvenFit] = field(default_factory=dict)
     recalled: set[str] = field(default_factory=set)  # cells whose remembered fit held
     refitted: set[str] = field(default_factory=set)  # cells whose remembered fit did not
     whole: WholeFitter = field(init=False)  # fits by whole-prompt counts
@@ -293,6 +294,12 @@ class ContextBuilder:
             return await self.measure_messages(model, "tokens")(_messages(render(n)))
 
         async def fit(render: Render, target: int) -> tuple[int, int]:
+            proven = self.proven.get(cell.cell_id)
+            if proven is not None and prompt_sha256(render(proven.fit.filler_chars)) == (
+                proven.fit.prompt_sha256
+            ):
+                (self.recalled if proven.stored else self.refitted).add(cell.cell_id)
+                return proven.fit.filler_chars, proven.fit.planned_tokens
             remembered = self.remembered.get(cell.cell_id)
             if remembered is not None:
                 n = remembered.filler_chars
@@ -370,31 +377,3 @@ class ContextBuilder:
 
 def _messages(rendered: Rendered) -> tuple[Message, ...]:
     return rendered.messages or (Message("user", rendered.prompt_text),)
-
-
-class Embedders:
-    """Local llama.cpp embedding servers (a probe's embedder GGUF, else SmolLM2), each started
-    once, on first use, and stopped with ``stack``."""
-
-    def __init__(self, config: SweepConfig, stack: contextlib.AsyncExitStack) -> None:
-        self.config, self.stack = config, stack
-        self._embedders: dict[str | None, Embed] = {}
-        self._lock = asyncio.Lock()
-
-    async def get(self, probe: RagProbe) -> Embed:
-        """The probe's embedder, its server started on first use."""
-        name = probe.embedder
-        async with self._lock:
-            if name not in self._embedders:
-                from needlescope.probes.retrieval import memoize
-                from needlescope.providers.local import LocalProvider, LocalServer
-
-                path = self.config.model(name).model if name else None
-                # A pooled embedding takes its whole input in one batch: room for two chunks.
-                slot = max(2048, 2 * probe.chunk_size * 2 + 256)
-                server = LocalServer(path, ctx_per_slot=slot, embedding=True)
-                await asyncio.to_thread(self.stack.enter_context, server)
-                provider = LocalProvider(name=f"embedder-{name or 'default'}", server=server)
-                self.stack.push_async_callback(provider.aclose)
-                self._embedders[name] = memoize(provider.embed)
-        return self._embedders[name]

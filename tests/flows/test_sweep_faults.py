@@ -300,7 +300,9 @@ def test_a_failed_token_count_is_a_failed_cell_retried_next_run(
     from tests.support.anthropic_server import FakeAnthropicServer
 
     wh = tmp_path / "wh"
-    with FakeAnthropicServer(perfect_answer, script=["server_error"]) as server:
+    # Three failures: the run's build check meets two (each cell's first count) and leaves
+    # both cells to the build, whose first count meets the third.
+    with FakeAnthropicServer(perfect_answer, script=["server_error"] * 3) as server:
         config = write_config(
             f"""
 name: counted

@@ -30,6 +30,7 @@ from needlescope.flows.sweep import check_before_sending
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.open import open_provider
 from needlescope.tasks.contexts import ContextBuilder
+from needlescope.warehouse.store import Warehouse
 from tests.support.anthropic_server import FakeAnthropicServer
 from tests.support.openai_server import FakeOpenAIServer
 
@@ -186,7 +187,7 @@ def hosted_config(base_url: str) -> Any:
 
 
 async def test_a_hosted_count_is_unchecked_by_the_commands_and_checked_by_the_run(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("NS_TEST_BUILD_CHECK_KEY", "k")
     async with FakeAnthropicServer() as srv:
@@ -196,7 +197,8 @@ async def test_a_hosted_count_is_unchecked_by_the_commands_and_checked_by_the_ru
         assert srv.count_requests == 0  # the commands send nothing
         plan = plan_run(config, set(), None, None, 1)
         with pytest.raises(ConfigError) as refused:
-            await check_before_sending(config, plan, checked=True, hosted=True)
+            store = Warehouse(tmp_path / "wh").ensure()
+            await check_before_sending(config, plan, store, checked=True, hosted=True)
     assert str(refused.value).startswith("4 cells cannot be built (instructions alone are")
     assert "recall length 30 tokens, 6 needles" in str(refused.value)
     assert "length 800" not in str(refused.value)
