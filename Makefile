@@ -8,7 +8,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: setup browser demo test test-fast lint bench server report clean
+.PHONY: setup browser demo test test-fast lint bench server report docs clean
 
 setup: $(VENV)/.installed
 
@@ -33,7 +33,10 @@ demo: setup
 # Two workers (pytest-xdist): the Prefect tests mostly wait on servers and schedules. Each
 # worker's local models get one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
+# The docs are built first, in strict mode: a broken link or anchor in docs/ fails the tests.
 test: setup browser
+	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$d; \
+	  status=$$?; rm -rf $$d; exit $$status
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: setup
@@ -59,5 +62,9 @@ server: setup
 report: setup
 	$(BIN)/needlescope report
 
+# The documentation site (docs/, mkdocs.yml) into site/; strict: broken links are errors.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) .prefect reports .pytest_cache
+	rm -rf $(VENV) .prefect reports .pytest_cache site

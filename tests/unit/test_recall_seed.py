@@ -1,7 +1,7 @@
 """The recall seed's experiment, exactly: its prompt, needle ranges, lengths, parsing and grading.
 
-Every expected figure below is worked out by hand from the seed's rules (README, "Reproducing
-the recall seed"), not read back from needlescope.
+Every expected figure below is worked out by hand from the seed's rules (docs/probes/recall.md,
+"Reproducing the recall seed"), not read back from needlescope.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Each cell is built the way a sweep builds it (``recall.build``: the fit, then the prompt) with
 real measures: UTF-8 bytes, characters, and cl100k_base tokens (tiktoken, offline). The
-positions expected are worked by hand from the seed's rules (README, "Reproducing the recall
-seed") on the haystack the cell holds: for bytes and characters as numbers, for tokens as the
-rule applied to the size the fit found (which the test checks is the longest that fits).
+positions expected are worked by hand from the seed's rules (docs/probes/recall.md, "Reproducing
+the recall seed") on the haystack the cell holds: for bytes and characters as numbers, for tokens
+as the rule applied to the size the fit found (which the test checks is the longest that fits).
 """
 
 from __future__ import annotations

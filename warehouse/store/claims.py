@@ -11,7 +11,8 @@ the cell failed. A sweep that crashed stops renewing: its claims lapse after the
 The claims live with the warehouse, in one SQLite file (``claims.sqlite``): every process that
 writes the warehouse sees them, whichever Prefect API it talks to. SQLite's own locking makes
 each claim an atomic compare-and-set; it needs a file system with working POSIX locks (a local
-disk, NFSv4), which is why README's multi-machine notes say where this file may live.
+disk, NFSv4), which is why docs/operations.md ("Warehouses across machines") says where this
+file may live.
 """
 
 from __future__ import annotations

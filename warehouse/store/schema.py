@@ -1,4 +1,5 @@
-"""The warehouse's tables. Changing a table means a new SCHEMA_VERSION and a note in README."""
+"""The warehouse's tables. Changing a table means a new SCHEMA_VERSION and a note in
+docs/warehouse.md ("Schema history")."""
 
 from __future__ import annotations
 
