@@ -79,7 +79,7 @@ def fake_server(kind: str) -> Iterator[Any]:
         server = FakeGeminiServer()
     with server as srv:
         if SUBWORD:
-            from needlescope import tokens
+            from needlescope.fitting import tokens
 
             srv.words = lambda text: tokens.count(text) if isinstance(text, str) else 0
         yield srv
@@ -105,7 +105,7 @@ async def run(
     cells rows hold, as a sweep's does (flows/sweep.py), and the built cells are stored there."""
     import os
 
-    from needlescope.config import parse_config
+    from needlescope.config._sweep import parse_config
     from needlescope.probes.registry import expand_grid
     from needlescope.providers.base import Message
     from needlescope.providers.registry import create_provider

@@ -39,9 +39,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from needlescope.config import parse_config
-from needlescope.fillers import SyntheticProseFiller
-from needlescope.fitting import SplitMeasure
+from needlescope.config._sweep import parse_config
+from needlescope.fitting._search import SplitMeasure
+from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import probe_module
 

@@ -67,7 +67,7 @@ async def bare_loop(config_path: Path, warehouse: Path) -> tuple[float, int]:
     """What one writes without an orchestrator: build, send under a semaphore, grade, write."""
     import aiohttp
 
-    from needlescope.config_file import load_config
+    from needlescope.config._file import load_config
     from needlescope.probes.base import answer_tables
     from needlescope.probes.registry import expand_grid, probe_module
     from needlescope.providers.base import Reply
@@ -174,7 +174,7 @@ def needlescope_sweep(
     )
     ended = time.monotonic()
     cpu_after = prefect_server_cpu_s()
-    from needlescope.flows.cli import _state_summary
+    from needlescope.flows.cli._app import _state_summary
 
     summary = _state_summary(state)
     assert summary is not None, state

@@ -67,7 +67,7 @@ probes:
 
 
 def sweep_seconds(order: str, work: Path) -> tuple[float, int, int, int, int]:
-    from needlescope.flows.cli import _state_summary
+    from needlescope.flows.cli._app import _state_summary
     from needlescope.flows.sweep import sweep
     from needlescope.warehouse.store import Warehouse
 

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
-from needlescope.gate_results import FAILED_CELLS_EVENT, GATE_FAILED_EVENT
+from needlescope.gates import FAILED_CELLS_EVENT, GATE_FAILED_EVENT
 
 SUBJECT = "needlescope {{ event.resource['prefect.resource.name'] }}: {{ event.event }}"
 # The payload's message names the gate, the model and the figures that failed it; the
@@ -59,7 +59,7 @@ def automation_for(config: SweepConfig, block_id: UUID) -> Any:
         f" to the notification block {config.notify.block if config.notify else ''}",
         trigger=EventTrigger(
             expect={GATE_FAILED_EVENT, FAILED_CELLS_EVENT},
-            match={"prefect.resource.id": f"needlescope.config.{config.name}"},
+            match={"prefect.resource.id": f"needlescope.config._sweep.{config.name}"},
             posture=Posture.Reactive,
             threshold=1,
             within=timedelta(0),

@@ -20,15 +20,14 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from needlescope.cells import Cell
 from needlescope.config import ProbeConfig, SweepConfig
 from needlescope.errors import ConfigError, LengthError, ProviderError
+from needlescope.fitting import ProvenFit, RememberedFit, fits_context, local_slot_size
+from needlescope.grid import Cell
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import Provider
 from needlescope.providers.open import REMOTE_TOKENIZERS, open_provider
 from needlescope.tasks.contexts import ContextBuilder
-from needlescope.whole_fit import ProvenFit, RememberedFit
-from needlescope.windows import fits_context, local_slot_size
 
 GROUPS_SHOWN = 6  # cell groups named per kind of problem; the rest are counted
 _NUMBER = re.compile(r"[0-9][0-9,.]*")

@@ -12,8 +12,7 @@ from typing import Any
 from prefect.deployments.runner import EntrypointType, RunnerDeployment
 from prefect.schedules import Cron
 
-from needlescope.config import SweepConfig
-from needlescope.config_file import load_config
+from needlescope.config import SweepConfig, load_config
 from needlescope.flows.rerun import rerun_failed
 from needlescope.flows.sweep import sweep
 

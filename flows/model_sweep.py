@@ -13,15 +13,15 @@ from typing import Any
 from prefect import get_run_logger
 from prefect.utilities.annotations import quote
 
-from needlescope.cells import Cell
 from needlescope.config import ProbeConfig, SweepConfig
 from needlescope.errors import ProviderError
 from needlescope.flows.progress import ProgressSink
+from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.providers.base import Reply
 from needlescope.tasks.contexts import Built
 from needlescope.tasks.grade import grade_answers
-from needlescope.tasks.judge import judge_answer
+from needlescope.tasks.judging import judge_answer
 from needlescope.tasks.persist import persist
 from needlescope.tasks.prepare import build_prompts
 from needlescope.tasks.query import UNSENT, Answer, Asker, Unsent

@@ -8,14 +8,14 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Completed, State
 
-from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError
+from needlescope.fitting import fits_context
+from needlescope.grading import parse_values
+from needlescope.grid import Cell
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import RETRYABLE_KINDS
-from needlescope.validity import parse_values
 from needlescope.warehouse.store import Warehouse, default_root
-from needlescope.windows import fits_context
 
 
 def run_config(store: Warehouse, run_id: str) -> tuple[SweepConfig, str]:

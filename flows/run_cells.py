@@ -5,11 +5,11 @@ its sending order; and the helper models (judges) they need."""
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from needlescope.cells import Cell, order_cells, shard_of
 from needlescope.config import CasesProbe, ProbeConfig, SweepConfig
+from needlescope.fitting import fits_context
+from needlescope.grid import Cell, order_cells, shard_of
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.registry import CACHES_PREFIXES
-from needlescope.windows import fits_context
 
 
 def helper_models(

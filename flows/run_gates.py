@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from needlescope.config import SweepConfig
-from needlescope.gate_results import (
+from needlescope.gates import (
     FAILED_CELLS_EVENT,
     GATE_FAILED_EVENT,
     GateResult,
@@ -71,7 +71,7 @@ def prefect_server_configured() -> bool:
 def config_resource(config: SweepConfig) -> dict[str, str]:
     """The resource needlescope's events are about: the config (what its automation matches)."""
     return {
-        "prefect.resource.id": f"needlescope.config.{config.name}",
+        "prefect.resource.id": f"needlescope.config._sweep.{config.name}",
         "prefect.resource.name": config.name,
     }
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from needlescope import fingerprint
+from needlescope.provenance import fingerprint
 from needlescope.providers.base import Provider
 from needlescope.providers.local import LocalProvider
 from needlescope.warehouse.store.file_hashes import sha256_cached

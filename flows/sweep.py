@@ -19,10 +19,9 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from needlescope.cells import Cell, default_epoch
-from needlescope.config import ProbeConfig, SweepConfig
-from needlescope.config_file import load_config
+from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.errors import ConfigError
+from needlescope.fitting import ProvenFit, RememberedFit, local_slot_size
 from needlescope.flows.build_check import check_cells, hosted_only, refuse_unbuildable
 from needlescope.flows.limits import active_limits
 from needlescope.flows.model_sweep import ModelSweep
@@ -32,6 +31,7 @@ from needlescope.flows.run_end import finish_run
 from needlescope.flows.secrets import secret_api_keys
 from needlescope.flows.serving import local_serving
 from needlescope.flows.tidy import Tidied, tidy_when_built
+from needlescope.grid import Cell, default_epoch
 from needlescope.providers.open import check_offline_lengths, open_provider
 from needlescope.tasks.contexts import ContextBuilder
 from needlescope.tasks.embedders import Embedders
@@ -39,8 +39,6 @@ from needlescope.tasks.query import Asker
 from needlescope.tasks.runtime import Runtime, running
 from needlescope.warehouse.store import Warehouse, default_root, rows
 from needlescope.warehouse.store.claims import Claims
-from needlescope.whole_fit import ProvenFit, RememberedFit
-from needlescope.windows import local_slot_size
 
 
 def new_run_id() -> str:

@@ -12,11 +12,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from needlescope.cells import Cell
 from needlescope.config import BUILTIN_FILLERS, ProbeConfig, RagProbe, SweepConfig
 from needlescope.errors import ConfigError, LengthError, ProviderError
-from needlescope.fillers import Filler, PatternFiller, WholeFileFiller, filler_from_spec
-from needlescope.fitting import measure_text
+from needlescope.fitting import (
+    CONTEXT_MARGIN,
+    ProvenFit,
+    RememberedFit,
+    Starts,
+    context_window,
+    measure_text,
+)
+from needlescope.grid import Cell
+from needlescope.haystack import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.probes.base import BuildTools, Context, Embed, Rendered, prompt_sha256
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
@@ -24,8 +31,6 @@ from needlescope.tasks.embedders import Embedders
 from needlescope.tasks.piece_fit import FitLength, PieceFitter
 from needlescope.tasks.whole_fit import Render, WholeFitter
 from needlescope.warehouse.store import rows
-from needlescope.whole_fit import ProvenFit, RememberedFit, Starts
-from needlescope.windows import CONTEXT_MARGIN, context_window
 
 CHARS_PER_TOKEN = 4  # a token-length estimate for providers with no tokenizer
 COUNTS_KEPT = 4096  # token counts remembered (a batch's fitting asks a few per cell)
@@ -88,7 +93,7 @@ class ContextBuilder:
 
     def starts_of(self, cell: Cell) -> Starts:
         """Where the words of ``cell``'s filler begin: the sizes whose next character may add a
-        token (guesses for whole-count fits; ``needlescope.whole_fit``)."""
+        token (guesses for whole-count fits; ``needlescope.fitting._whole``)."""
         filler, _ = self.filler_for(cell)
 
         def starts(lo: int, hi: int) -> list[int]:

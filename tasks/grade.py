@@ -10,11 +10,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.runtime import task_run
 
+from needlescope.haystack import storable
 from needlescope.probes.base import Grade
 from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Reply
 from needlescope.tasks.query import Answer
-from needlescope.text import storable
 from needlescope.warehouse.store import rows
 
 GRADED_TABLES = ("answers", *rows.ANALYSIS_TABLES)

@@ -1,7 +1,7 @@
 """Token-exact fitting with few counting requests, for providers that count pieces of text
-together (``needlescope.piece_count.PieceCounter``: llama.cpp with a GPT-2-style tokenizer).
+together (``needlescope.fitting._pieces.PieceCounter``: llama.cpp with a GPT-2-style tokenizer).
 
-Each round of the fit (``needlescope.fit_rounds``) renders many candidate filler sizes and
+Each round of the fit (``needlescope.fitting._rounds``) renders many candidate filler sizes and
 counts every piece none of them had counted before in one request; pieces are remembered per
 model, so cells sharing a filler count its stretches once. A cell starts from what its last
 sibling (same model, filler and length) fitted, moved by how much longer its own instructions
@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from needlescope.fit_rounds import fit_in_rounds
-from needlescope.piece_count import PieceCounter, PieceCounts
+from needlescope.fitting import PieceCounter, PieceCounts, fit_in_rounds
 from needlescope.probes.base import Rendered
 from needlescope.providers.base import Message, Provider
 

@@ -11,7 +11,7 @@ from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 from prefect.states import State
 
-from needlescope.cells import Cell
+from needlescope.grid import Cell
 from needlescope.tasks.contexts import Built
 from needlescope.tasks.runtime import current
 

@@ -15,11 +15,11 @@ from prefect.context import TaskRunContext
 from prefect.states import State
 from prefect.utilities.annotations import quote
 
-from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
-from needlescope.fingerprint import Fingerprint
+from needlescope.grid import Cell
 from needlescope.probes.base import Context
+from needlescope.provenance import Fingerprint
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.result_files import with_result_files
 from needlescope.tasks.runtime import current
@@ -85,7 +85,7 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
 @dataclass
 class Answer:
     """A cell's answer on its way to the warehouse: the context asked, the reply (or why there
-    is none), the requests it took, its cost, and the judge's verdict (tasks/judge.py)."""
+    is none), the requests it took, its cost, and the judge's verdict (tasks/judging.py)."""
 
     context: Context
     outcome: Reply | BaseException

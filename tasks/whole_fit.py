@@ -1,6 +1,6 @@
 """Token-exact fitting through a provider that counts whole prompts only (Anthropic, Gemini,
 an OpenAI-wire server's tokenizer endpoint): each cell starts from its reference's fit
-(``needlescope.whole_fit``), so most cells cost the count (or two) that proves their fit.
+(``needlescope.fitting._whole``), so most cells cost the count (or two) that proves their fit.
 
 A cell's reference is fixed by the grid (the config's cells in grid order), so its fit does not
 depend on which cells this run builds or in what order; a reference the run does not build
@@ -13,16 +13,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from needlescope.cells import Cell
 from needlescope.errors import LengthError
+from needlescope.fitting import CHARS_PER_TOKEN, Starts, WholeFit, fit_from, references
+from needlescope.grid import Cell
 from needlescope.probes.base import Rendered
-from needlescope.whole_fit import (
-    CHARS_PER_TOKEN,
-    Starts,
-    WholeFit,
-    fit_from,
-    references,
-)
 
 Render = Callable[[int], Rendered]
 # A size's whole prompt in tokens (counted once per text: the builder remembers counts).

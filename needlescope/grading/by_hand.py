@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from needlescope.effective_length import RULER_PROBES
 from needlescope.errors import NeedlescopeError
+from needlescope.grading._effective_length import RULER_PROBES
+from needlescope.grading.validity import validity_of
+from needlescope.haystack import storable
 from needlescope.probes.registry import MODULES, probe_module
 from needlescope.providers.base import Reply
-from needlescope.text import storable
-from needlescope.validity import validity_of
 
 
 def _json(text: str, option: str) -> Any:

@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from needlescope.cells import Cell
 from needlescope.config import SweepConfig
-from needlescope.fillers import Filler
+from needlescope.grid import Cell
+from needlescope.haystack import Filler
 from needlescope.providers.base import Message
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from needlescope.cells import Cell
 from needlescope.errors import LengthError
-from needlescope.fillers import Filler, PaperCorpusFiller, WholeFileFiller
 from needlescope.fitting import fit_to_length
+from needlescope.grid import Cell
+from needlescope.haystack import Filler, PaperCorpusFiller, WholeFileFiller
 from needlescope.probes.base import (
     Budget,
     BuildTools,

@@ -21,7 +21,7 @@ import yaml
 
 from needlescope.errors import ConfigError
 from needlescope.grading.keywords import CJK, CJK_CHAR, fold, keyword_found
-from needlescope.hashing import short_hash
+from needlescope.provenance import short_hash
 
 Language = Literal["en", "zh"]
 LOG = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ recall is the share of its keywords found; it counts as *recalled* when that sha
 one half. Accuracy is the mean recall over the needles × 100. A needle whose words the case's
 true answer does not use has no default keywords: it is not checked (its detail says so) and the
 mean is over the others.
-The LLM judge (needlescope/judge.py) grades the same answer separately.
+The LLM judge (needlescope/grading/_judge.py) grades the same answer separately.
 
 U-NIAH's own terms (``prompts: [uniah]``, ``length_budget: seed``) are in probes/uniah.py.
 """
@@ -24,18 +24,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import CasesProbe, SweepConfig
-from needlescope.fillers import Filler
 from needlescope.grading.keywords import RECALLED_SHARE, needle_recall
-from needlescope.hashing import canonical_json
-from needlescope.haystack import Inserted, insert_needles, last_sentence_end
+from needlescope.grid import Cell, filler_identity, model_fields
+from needlescope.haystack import Filler, Inserted, insert_needles, last_sentence_end
 from needlescope.probes import uniah
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, joined, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.case_file import Case, load_cases
 from needlescope.probes.distractors import Distractors, distractor_hit, load_distractors, place
 from needlescope.probes.templates import CASES_TEMPLATES, UNIAH
+from needlescope.provenance import canonical_json
 
 NAME = "cases"
 FITS_FILLER = True

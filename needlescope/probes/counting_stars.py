@@ -36,15 +36,14 @@ from typing import Any
 
 import json_repair
 
-from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import CountingStarsProbe, SweepConfig
-from needlescope.fillers import Filler
-from needlescope.hashing import canonical_json
-from needlescope.haystack import insert_needles
+from needlescope.grid import Cell, filler_identity, model_fields
+from needlescope.haystack import Filler, insert_needles
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.stars_paper import paper_counts, splice
 from needlescope.probes.stars_templates import TEMPLATES
+from needlescope.provenance import canonical_json
 
 NAME = "counting_stars"
 FITS_FILLER = True

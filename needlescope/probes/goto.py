@@ -15,15 +15,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from needlescope.cells import Cell, model_fields
 from needlescope.config import GotoProbe, SweepConfig
 from needlescope.errors import LengthError
-from needlescope.fillers import Filler
-from needlescope.hashing import canonical_json
+from needlescope.grid import Cell, model_fields
+from needlescope.haystack import Filler
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.templates import GOTO_SEED as SEED_TEMPLATE
 from needlescope.probes.templates import GOTO_TEMPLATES
+from needlescope.provenance import canonical_json
 
 NAME = "goto"
 FITS_FILLER = False

@@ -9,7 +9,7 @@ first, or with ``reverse`` least relevant first, so the best one sits next to th
 Grading is the cases probe's, so LLM and RAG answers compare cell by cell.
 
 ``chunking: uniah`` is U-NIAH's RAG instead: LangChain's recursive character splitter
-(needlescope/chunking.py), and its context filling counted in cl100k tokens: ``topk`` the
+(needlescope/haystack/chunking.py), and its context filling counted in cl100k tokens: ``topk`` the
 ``top_k`` best chunks whatever their length, ``full`` / ``half`` the best chunks until the
 length (half of it) less the prompt's own tokens is filled exactly, the last chunk cut to fit
 (probes/uniah.py). ``prompts: [uniah-rag]`` is U-NIAH's RAG prompt around them.
@@ -22,13 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope import chunking, tokens
-from needlescope.cells import Cell, filler_identity, model_fields
 from needlescope.config import RagProbe, SweepConfig
 from needlescope.errors import ConfigError, LengthError
-from needlescope.fillers import Filler
-from needlescope.fitting import fit_to_length
-from needlescope.hashing import canonical_json
+from needlescope.fitting import fit_to_length, tokens
+from needlescope.grid import Cell, filler_identity, model_fields
+from needlescope.haystack import Filler, chunking
 from needlescope.probes import cases, uniah
 from needlescope.probes.base import (
     BuildTools,
@@ -53,6 +51,7 @@ from needlescope.probes.retrieval import (
     select,
 )
 from needlescope.probes.templates import RAG_TEMPLATES, UNIAH_RAG
+from needlescope.provenance import canonical_json
 
 NAME = "rag"
 # The sweep cannot fit ``render`` to a length: retrieval needs embeddings, so ``build`` sizes it.

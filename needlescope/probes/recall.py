@@ -14,15 +14,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope.cells import Cell, ModelFields, filler_identity, model_fields
 from needlescope.config import RecallProbe, SweepConfig
 from needlescope.errors import LengthError
-from needlescope.fillers import Filler, as_is_files
 from needlescope.grading.recall import ErrorAnalysis, grade_recall_batch
-from needlescope.hashing import canonical_json
-from needlescope.haystack import insert_at, insert_needles, parse_regions, place_needles
-from needlescope.needle_ranges import (
+from needlescope.grid import Cell, ModelFields, filler_identity, model_fields
+from needlescope.haystack import (
+    Filler,
+    as_is_files,
     counted_needles,
+    insert_at,
+    insert_needles,
+    parse_regions,
+    place_needles,
     provisional_positions,
     ranges_outside,
     seed_positions,
@@ -39,6 +42,7 @@ from needlescope.probes.base import (
 )
 from needlescope.probes.build import default_build
 from needlescope.probes.templates import RECALL_TEMPLATES, SEED_TEMPLATES
+from needlescope.provenance import canonical_json
 
 NAME = "recall"
 FITS_FILLER = True

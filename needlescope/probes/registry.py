@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, cast
 
-from needlescope.cells import Cell
 from needlescope.config import ProbeConfig, SweepConfig
+from needlescope.grid import Cell
 from needlescope.probes.base import Probe
 
 MODULES = {

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from needlescope import tokens
-from needlescope.fillers import Filler
+from needlescope.fitting import tokens
+from needlescope.haystack import Filler
 from needlescope.providers.base import Message
 
 DEFAULT_BUFFER = 200  # final_context_length_buffer, in cl100k tokens

@@ -21,8 +21,8 @@ from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, retry_after_value
 from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.http import as_int as _int
+from needlescope.providers.reasoning import DEFAULT_REASONING_BUDGET, anthropic_thinking
 from needlescope.providers.registry import register
-from needlescope.reasoning import DEFAULT_REASONING_BUDGET, anthropic_thinking
 
 DEFAULT_MAX_TOKENS = 1024  # the API requires max_tokens; used when a request sets none
 # "prompt is too long: 210000 tokens > 200000 maximum", "input length and `max_tokens` exceed

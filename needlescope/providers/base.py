@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from needlescope.fingerprint import Fingerprint
+from needlescope.provenance import Fingerprint
 
 # Error kinds stored in the warehouse's ``error_kind`` column. Stable strings: users query them.
 RATE_LIMITED = "rate_limited"
@@ -68,8 +68,9 @@ class Reply:
     # The reply carried reasoning (thinking blocks, thought parts, a reasoning_content field),
     # whether or not its tokens were counted.
     reasoned: bool = False
-    # What served the reply: the model, backend and sampling sent (needlescope.fingerprint);
-    # the flow adds the local model's file, chat template and engine.
+    # What served the reply: the model, backend and sampling sent
+    # (needlescope.provenance.fingerprint); the flow adds the local model's file, chat template
+    # and engine.
     fingerprint: Fingerprint | None = None
 
     @property

@@ -71,8 +71,8 @@ from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, looks_secret, retry_after_value
 from needlescope.providers.http import as_dict as _dict
+from needlescope.providers.reasoning import DEFAULT_REASONING_BUDGET, thinks_by_default
 from needlescope.providers.registry import register
-from needlescope.reasoning import DEFAULT_REASONING_BUDGET, thinks_by_default
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 KEY_HEADER = "x-goog-api-key"

@@ -27,10 +27,10 @@ import aiohttp
 from yarl import URL
 
 from needlescope.errors import ProviderError
-from needlescope.fingerprint import serving_fingerprint
+from needlescope.provenance import serving_fingerprint
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Reply
-from needlescope.reasoning import DEFAULT_REASONING_BUDGET, reasoning_allowance
+from needlescope.providers.reasoning import DEFAULT_REASONING_BUDGET, reasoning_allowance
 
 DETAIL_CHARS = 200  # longest server message a ProviderError quotes
 _SECRET_WORDS = ("auth", "key", "token", "secret")
@@ -63,7 +63,7 @@ class HttpProvider(abc.ABC):
     plus ``reasoning_budget`` (``output_limit``); a reply that carries reasoning turns it on.
     """
 
-    kind = "openai"  # the wire format, as needlescope.reasoning names it
+    kind = "openai"  # the wire format, as needlescope.providers.reasoning names it
 
     def __init__(
         self,

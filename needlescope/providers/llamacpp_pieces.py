@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from needlescope.errors import ProviderError
-from needlescope.gguf import read_metadata
-from needlescope.piece_count import SEPARATOR, separable
+from needlescope.fitting import SEPARATOR, separable
+from needlescope.provenance import read_metadata
 from needlescope.providers import base
 from needlescope.providers.openai import OpenAIProvider
 

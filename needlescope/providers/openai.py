@@ -22,19 +22,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from needlescope.errors import ProviderError
-from needlescope.fingerprint import served_by
+from needlescope.provenance import served_by
 from needlescope.providers import base
 from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, wait_until
 from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.http import as_int as _int
 from needlescope.providers.http import retry_after_value as _retry_after_value
-from needlescope.providers.registry import register
-from needlescope.reasoning import (
+from needlescope.providers.reasoning import (
     DEFAULT_REASONING_BUDGET,
     thinks_by_default,
     uses_openai_reasoning_params,
 )
+from needlescope.providers.registry import register
 
 # "context_length_exceeded" / "maximum context length" (OpenAI, vLLM), "exceeds the available
 # context size" (llama.cpp), "prompt is too long" (Anthropic-style proxies).

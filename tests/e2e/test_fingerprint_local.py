@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from needlescope import fingerprint as fp
-from needlescope.gguf import chat_template
+from needlescope.provenance import fingerprint as fp
+from needlescope.provenance._gguf import chat_template
 from needlescope.providers.local import LocalServer, default_gguf_path
 
 pytestmark = pytest.mark.e2e

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from needlescope.config_file import load_config
-from needlescope.fillers import filler_from_spec
+from needlescope.config._file import load_config
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes.build import rebuild
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.warehouse.report.drilldown import page_id

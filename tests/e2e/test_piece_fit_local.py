@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from needlescope.config import parse_config
-from needlescope.fillers import filler_from_spec
-from needlescope.piece_count import PieceCounts
+from needlescope.config._sweep import parse_config
+from needlescope.fitting._pieces import PieceCounts
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message
 from needlescope.providers.local import LocalProvider, LocalServer

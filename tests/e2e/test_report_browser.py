@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from needlescope.grading.recall import grade_recall
-from needlescope.hashing import short_hash
+from needlescope.provenance._hashing import short_hash
 from needlescope.warehouse.report.page import write_report
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import analysis_rows

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from needlescope import tokens
-from needlescope.fillers import SyntheticProseFiller
+from needlescope.fitting import tokens
+from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.probes import cases, rag, uniah
 from needlescope.probes.base import prompt_sha256
 from needlescope.probes.build import rebuild

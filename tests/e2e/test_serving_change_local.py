@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.fingerprint import text_sha256
-from needlescope.gguf import chat_template
+from needlescope.provenance._gguf import chat_template
+from needlescope.provenance.fingerprint import text_sha256
 from needlescope.providers.local import default_gguf_path
 from needlescope.warehouse.store import Warehouse
 

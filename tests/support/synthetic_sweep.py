@@ -17,11 +17,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from needlescope import judge
-from needlescope.cells import Cell
-from needlescope.config import SweepConfig, parse_config
-from needlescope.fillers import filler_from_spec
+from needlescope.config._sweep import SweepConfig, parse_config
+from needlescope.grading import _judge as judge
 from needlescope.grading.recall import grade_recall
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes import cases, counting_stars, rag, recall
 from needlescope.probes.base import Context, Grade, answer_tables
 from needlescope.probes.build import build_context

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 CASES_YAML = Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml"
 MISSING_KEY = "NS_BAD_CONFIG_KEY_NEVER_SET"
@@ -492,7 +492,7 @@ def test_a_bad_local_thread_count_is_one_line_before_anything_starts(
 
 
 def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
-    from needlescope.config_file import load_config
+    from needlescope.config._file import load_config
 
     for text in (GOOD, GOOD_LOCAL):
         path = tmp_path / "good.yaml"
@@ -502,7 +502,7 @@ def test_the_configs_the_cases_break_are_valid(tmp_path: Path) -> None:
 
 PROBE = """
 import json, sys
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 outcomes = []
 for args in json.loads(sys.argv[1]):
@@ -569,7 +569,7 @@ import io, json, resource, sys, time
 from contextlib import redirect_stderr, redirect_stdout
 limit = 4 << 30  # a regression fails here rather than taking the machine's memory
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 outcomes = []
 for args in json.loads(sys.argv[1]):

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError
 from needlescope.flows.build_check import check_cells, check_config
 from needlescope.flows.run_cells import plan_run

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import PatternFiller, SyntheticProseFiller
-from needlescope.fitting import measure_text
+from needlescope.fitting._search import measure_text
 from needlescope.grading import keywords as keyword_rules
+from needlescope.haystack._fillers import PatternFiller, SyntheticProseFiller
 from needlescope.probes import case_file, cases
 from needlescope.probes.build import build_context
 

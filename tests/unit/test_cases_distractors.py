@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.config import FillerSpec
-from needlescope.config_file import load_config
+from needlescope.config._file import load_config
+from needlescope.config._sweep import FillerSpec
 from needlescope.errors import ConfigError
-from needlescope.fillers import filler_from_spec
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes import cases
 from needlescope.probes.registry import expand_grid
 

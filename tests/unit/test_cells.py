@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from needlescope.cells import default_epoch
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
+from needlescope.grid._cells import default_epoch
 from needlescope.probes.registry import expand_grid
 
 BASE = {

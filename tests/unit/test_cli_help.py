@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 runner = CliRunner()
 # Typer's own command group (typer ships its own copy of click): its commands by name.

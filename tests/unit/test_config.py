@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from needlescope.config import parse_config, resolve_api_key
-from needlescope.config_file import load_config
+from needlescope.config._file import load_config
+from needlescope.config._sweep import parse_config, resolve_api_key
 from needlescope.errors import ConfigError
 
 GOOD = """
@@ -110,7 +110,7 @@ def test_bad_config_fails_before_prefect_is_imported(write_config) -> None:
     bad = write_config(GOOD.replace("lengths: [100, 200]", "lengths: [-1]"))
     code = (
         "import sys\n"
-        "from needlescope.flows.cli import app\n"
+        "from needlescope.flows.cli._app import app\n"
         "try:\n"
         f'    app(["run", {str(bad)!r}])\n'
         "except SystemExit as exit:\n"
@@ -136,7 +136,7 @@ def test_a_directory_is_not_a_config_file(tmp_path: Path) -> None:
 
 def test_a_stored_config_reads_back_as_the_same_config(tmp_path: Path) -> None:
     """`rerun` sweeps a run's config as stored in the warehouse: it must round-trip exactly."""
-    from needlescope.config import SweepConfig
+    from needlescope.config._sweep import SweepConfig
     from needlescope.probes.registry import expand_grid
 
     path = tmp_path / "c.yaml"

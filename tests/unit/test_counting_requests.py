@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from needlescope.config import SweepConfig, parse_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.providers.registry import create_provider

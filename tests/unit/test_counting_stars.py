@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import CountingStarsProbe, SweepConfig, parse_config
-from needlescope.config_file import load_config
-from needlescope.fillers import Filler, PatternFiller, SyntheticProseFiller
-from needlescope.fitting import fit_to_length
-from needlescope.haystack import insert_needles
+from needlescope.config._file import load_config
+from needlescope.config._sweep import CountingStarsProbe, SweepConfig, parse_config
+from needlescope.fitting._search import fit_to_length
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import Filler, PatternFiller, SyntheticProseFiller
+from needlescope.haystack._insert import insert_needles
 from needlescope.probes import counting_stars as stars
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from needlescope.errors import ConfigError
-from needlescope.fillers import SyntheticProseFiller
+from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.probes.case_file import parse_cases
 from needlescope.probes.cases import needle_depths
 from needlescope.probes.distractors import (

@@ -12,7 +12,7 @@ from needlescope.warehouse.store import Warehouse
 
 PROBE = """
 import sys
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 try:
     app({args!r})
 except SystemExit as done:
@@ -88,7 +88,7 @@ def test_each_config_gets_a_nightly_deployment_beside_rerun_failed(write_config)
 
 
 def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
-    from needlescope.config import parse_config
+    from needlescope.config._sweep import parse_config
     from needlescope.flows.run_cells import select_cells
     from needlescope.probes.registry import expand_grid
 
@@ -117,9 +117,9 @@ def test_shards_split_the_grid_into_disjoint_parts_that_cover_it() -> None:
 
 
 def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
-    from needlescope.cells import order_cells
-    from needlescope.config import parse_config
+    from needlescope.config._sweep import parse_config
     from needlescope.flows.run_cells import uses_prefix_order
+    from needlescope.grid._cells import order_cells
     from needlescope.probes.registry import expand_grid
 
     cases = str(Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml")

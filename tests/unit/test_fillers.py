@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.config import FillerSpec
-from needlescope.fillers import (
+from needlescope.config._sweep import FillerSpec
+from needlescope.haystack._fillers import (
     CorpusFiller,
     Filler,
     NoiseFiller,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from needlescope import fingerprint as fp
-from needlescope.fingerprint import Fingerprint, Summary, summarise, what_changed
 from needlescope.probes.templates import RECALL_TEMPLATES
+from needlescope.provenance import fingerprint as fp
+from needlescope.provenance.fingerprint import Fingerprint, Summary, summarise, what_changed
 from needlescope.providers.anthropic import AnthropicProvider
 from needlescope.providers.base import ChatRequest, Message
 from needlescope.providers.gemini import GeminiProvider

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from needlescope import fingerprint as fp
-from needlescope.gguf import CHAT_TEMPLATE, GGUFError, chat_template, read_metadata
+from needlescope.provenance import fingerprint as fp
+from needlescope.provenance._gguf import CHAT_TEMPLATE, GGUFError, chat_template, read_metadata
 from needlescope.providers.local import default_gguf_path
 from needlescope.warehouse.store import file_hashes
 from needlescope.warehouse.store.file_hashes import sha256_cached

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.flows import run_gates
-from needlescope.gate_results import FAILED, PASSED, CountFigures, GateResult
+from needlescope.gates._results import FAILED, PASSED, CountFigures, GateResult
 
 
 class Log:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from needlescope import config as config_module
+from needlescope.config import _sweep as config_module
 from needlescope.errors import ConfigError
-from needlescope.gates import (
+from needlescope.gates._config import (
     MaxDropGate,
     MaxFailedCellsGate,
     MaxInvalidRateGate,

@@ -16,8 +16,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from needlescope.gate_eval import evaluate_gates
-from needlescope.gate_results import (
+from needlescope.gates._config import parse_gates
+from needlescope.gates._eval import evaluate_gates
+from needlescope.gates._results import (
     FAILED,
     NOT_ENOUGH_DATA,
     PASSED,
@@ -29,7 +30,6 @@ from needlescope.gate_results import (
     exit_code,
     state_message,
 )
-from needlescope.gates import parse_gates
 from needlescope.warehouse.stats.intervals import mean_interval
 
 NOISY = [100.0] * 8 + [0.0] * 2  # mean 80; upper bound of its interval 100 (see above)

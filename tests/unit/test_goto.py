@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import GotoProbe, SweepConfig, parse_config
+from needlescope.config._sweep import GotoProbe, SweepConfig, parse_config
 from needlescope.errors import ConfigError
+from needlescope.grid._cells import Cell
 from needlescope.probes import goto
 from needlescope.probes.base import NeedleResult
 from needlescope.probes.registry import probe_module

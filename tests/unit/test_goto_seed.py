@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import GotoProbe, SweepConfig, parse_config
-from needlescope.config_file import load_config
+from needlescope.config._file import load_config
+from needlescope.config._sweep import GotoProbe, SweepConfig, parse_config
 from needlescope.errors import ConfigError
 from needlescope.grading.by_hand import grade_one
+from needlescope.grid._cells import Cell
 from needlescope.probes import goto
 
 SEED_INSTRUCTION = (

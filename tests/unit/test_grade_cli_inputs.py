@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 runner = CliRunner()
 

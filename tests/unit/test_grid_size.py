@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.config import parse_config
-from needlescope.config_file import load_config
-from needlescope.grid_size import grid_sizes
+from needlescope.config._file import load_config
+from needlescope.config._sweep import parse_config
+from needlescope.grid._size import grid_sizes
 from needlescope.probes import recall
 from needlescope.probes.registry import expand_with_probes, probe_module
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
-from needlescope.fitting import Fit, fit_to_length, measure_text
-from needlescope.haystack import insert_needles, parse_regions, place_needles
+from needlescope.fitting._search import Fit, fit_to_length, measure_text
+from needlescope.haystack._fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
+from needlescope.haystack._insert import insert_needles, parse_regions, place_needles
 
 PROSE_EN = SyntheticProseFiller("en", 0)
 PROSE_ZH = SyntheticProseFiller("zh", 0)
@@ -340,7 +340,7 @@ def test_insert_needles_errors() -> None:
 
 
 def test_insertion_in_shared_corpus() -> None:
-    from needlescope.fillers import CorpusFiller
+    from needlescope.haystack._fillers import CorpusFiller
 
     directory = SHARED_CORPORA / "zh"
     if not directory.is_dir():

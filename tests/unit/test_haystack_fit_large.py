@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
-from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
-from needlescope.fitting import SplitMeasure, fit_to_length
-from needlescope.haystack import _SENTENCE_END, last_sentence_end
+from needlescope.config._sweep import parse_config
+from needlescope.fitting._search import SplitMeasure, fit_to_length
+from needlescope.haystack._fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
+from needlescope.haystack._insert import _SENTENCE_END, last_sentence_end
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import probe_module
 

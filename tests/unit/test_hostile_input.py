@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.config import ModelConfig, parse_config
+from needlescope.config._sweep import ModelConfig, parse_config
 from needlescope.errors import ConfigError, ProviderError
+from needlescope.haystack._text import storable, storable_values
 from needlescope.providers.reachability import check_reachable
-from needlescope.text import storable, storable_values
 
 BIN = Path(sys.executable).parent
 

@@ -17,13 +17,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# Folder -> the package it is installed as (pyproject.toml's package-dir).
-FOLDERS = {
-    "needlescope": "needlescope",
-    "flows": "needlescope.flows",
-    "tasks": "needlescope.tasks",
-    "warehouse": "needlescope.warehouse",
-}
+
+
+def _folders() -> dict[str, str]:
+    """Folder -> the package it is installed as, read from setup.py's FOLDERS (the one place)."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "FOLDERS":
+            mapping: dict[str, str] = ast.literal_eval(node.value)
+            return {folder: package for package, folder in mapping.items()}
+    raise AssertionError("setup.py has no FOLDERS")
+
+
+FOLDERS = _folders()
 CORE_EXCLUDED = ("needlescope.flows", "needlescope.tasks", "needlescope.warehouse")
 
 
@@ -57,6 +63,23 @@ def _known(name: str) -> str | None:
     return None
 
 
+def _lazy_exports(package: str) -> dict[str, str]:
+    """A package whose ``__init__`` exports names lazily (needlescope/_exports.py): each name
+    -> the module it lives in, read from the ``__init__``'s TYPE_CHECKING imports. An import
+    of such a name reaches that module, not the package (whose ``__init__`` imports nothing)."""
+    path = MODULES.get(package)
+    if path is None or path.name != "__init__.py":
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    found.update((a.asname or a.name, stmt.module) for a in stmt.names)
+    return found
+
+
 def _imported(module: str, tree: ast.AST) -> Iterator[tuple[str, int]]:
     """(imported name, line) for every import in the tree, relative ones resolved."""
     package = package_of(module)
@@ -70,9 +93,11 @@ def _imported(module: str, tree: ast.AST) -> Iterator[tuple[str, int]]:
                 anchor = package.split(".")
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
-            yield base, node.lineno
+            exported = _lazy_exports(base)
+            if not exported:
+                yield base, node.lineno
             for alias in node.names:
-                yield f"{base}.{alias.name}", node.lineno
+                yield exported.get(alias.name, f"{base}.{alias.name}"), node.lineno
         elif isinstance(node, ast.Constant) and node.value in MODULES:
             yield node.value, node.lineno
 
@@ -174,7 +199,7 @@ def test_no_import_cycle_between_packages() -> None:
 def test_the_rules_see_imports_inside_functions_and_under_type_checking() -> None:
     # config_models.py imports its providers' types under TYPE_CHECKING, config_probes.py the
     # prompt names inside its validators, the registry its probes by name: all reach the graph.
-    assert "needlescope.providers.base" in EDGES["needlescope.config_models"]
-    assert "needlescope.probes.templates" in EDGES["needlescope.config_probes"]
+    assert "needlescope.providers.base" in EDGES["needlescope.config._models"]
+    assert "needlescope.probes.templates" in EDGES["needlescope.config._probes"]
     assert "needlescope.probes.rag" in EDGES["needlescope.probes.registry"]
-    assert "needlescope.flows.cli" in MODULES
+    assert "needlescope.flows.cli._app" in MODULES

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import judge
 from needlescope.errors import ConfigError
+from needlescope.grading import _judge as judge
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
+from needlescope.haystack._fillers import NoiseFiller, PatternFiller, SyntheticProseFiller
 from needlescope.probes.latent_list import (
     consistent_prefix,
     generate,

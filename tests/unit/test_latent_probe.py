@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from needlescope import tokens
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import filler_from_spec
+from needlescope.fitting import tokens
 from needlescope.grading.by_hand import grade_one
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes.base import BuildTools
 from needlescope.probes.build import rebuild
 from needlescope.probes.latent_list import probe as latent
@@ -83,7 +83,7 @@ def test_grade_by_hand() -> None:
 
 
 def test_shipped_config_is_small() -> None:
-    from needlescope.config_file import load_config
+    from needlescope.config._file import load_config
 
     cells = expand_grid(load_config(REPO / "configs" / "latent.yaml"))
     assert 0 < len(cells) <= 8 and sum(c.length for c in cells) <= 8000

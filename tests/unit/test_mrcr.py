@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import tokens
 from needlescope.errors import LengthError
+from needlescope.fitting import tokens
 from needlescope.probes.mrcr import (
     OPENAI_BINS,
     afit_conversation,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from needlescope import tokens
-from needlescope.config import FillerSpec, parse_config
+from needlescope.config._sweep import FillerSpec, parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import filler_from_spec
+from needlescope.fitting import tokens
 from needlescope.grading.by_hand import grade_one
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes.base import BuildTools, prompt_sha256
 from needlescope.probes.build import rebuild
 from needlescope.probes.mrcr import final_question
@@ -121,7 +121,7 @@ def test_grade_by_hand_prints_openais_ratio() -> None:
 
 
 def test_shipped_config_is_small() -> None:
-    from needlescope.config_file import load_config
+    from needlescope.config._file import load_config
 
     shipped = load_config(REPO / "configs" / "mrcr.yaml")
     cells = expand_grid(shipped)

@@ -1,19 +1,33 @@
-"""Every package of the source tree is listed for installation, so a wheel ships all of it."""
+"""Every package of the source tree is installed (setup.py finds them), and every package-data
+glob of pyproject.toml matches a file, so a wheel ships all of it and nothing is listed twice."""
 
 from __future__ import annotations
 
+import runpy
 import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+SETUP = runpy.run_path(str(REPO / "setup.py"), run_name="packages")
 
 
 def test_every_package_with_an_init_is_installed() -> None:
-    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {Path(folder): name for name, folder in setuptools["package-dir"].items()}
+    folders: dict[str, str] = SETUP["FOLDERS"]
     found = set()
-    for folder, name in folders.items():
+    for name, folder in folders.items():
         for init in (REPO / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(REPO / folder).parts
             found.add(".".join((name, *parts)))
-    assert found == set(setuptools["packages"]), found ^ set(setuptools["packages"])
+    installed = SETUP["packages"]()
+    assert found == set(installed), found ^ set(installed)
+    assert len(installed) == len(set(installed))
+
+
+def test_every_package_data_glob_matches_a_file() -> None:
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders: dict[str, str] = SETUP["FOLDERS"]
+    for package, globs in setuptools["package-data"].items():
+        root = next(p for p in sorted(folders, key=len, reverse=True) if package.startswith(p))
+        folder = REPO / folders[root] / Path(*package[len(root) :].strip(".").split("."))
+        for glob in globs:
+            assert list(folder.glob(glob)), f"{package}: {glob} matches nothing in {folder}"

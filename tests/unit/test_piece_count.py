@@ -1,5 +1,5 @@
-"""Counting long texts by pieces (needlescope/piece_count.py) and fitting in rounds
-(needlescope/fit_rounds.py), against a regex pre-tokenizer whose pieces provably add up."""
+"""Counting long texts by pieces (needlescope/fitting/_pieces.py) and fitting in rounds
+(needlescope/fitting/_rounds.py), against a regex pre-tokenizer whose pieces provably add up."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import pytest
 
 from needlescope.errors import LengthError
-from needlescope.fit_rounds import CLEAR, fit_in_rounds
-from needlescope.fitting import fit_to_length
-from needlescope.piece_count import SEPARATOR, PieceCounts, cuts, pieces, separable
+from needlescope.fitting._pieces import SEPARATOR, PieceCounts, cuts, pieces, separable
+from needlescope.fitting._rounds import CLEAR, fit_in_rounds
+from needlescope.fitting._search import fit_to_length
 
 # GPT-2's pre-tokenizer, ASCII letters standing in for \p{L}: one token per pre-token.
 _PRE = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from needlescope.config import parse_config
-from needlescope.plan import plan, totals
+from needlescope.config._sweep import parse_config
+from needlescope.grid._plan import plan, totals
 from needlescope.probes.registry import expand_grid
 
 CONFIG = {

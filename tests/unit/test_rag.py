@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError, LengthError
-from needlescope.fillers import SyntheticProseFiller
-from needlescope.fitting import measure_text
+from needlescope.fitting._search import measure_text
+from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.probes import cases, rag, retrieval
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import PatternFiller
 from needlescope.grading.recall import extract_answer, grade_recall, read_reply
-from needlescope.haystack import insert_at
-from needlescope.needle_ranges import parse_needle_ranges, seed_positions
+from needlescope.haystack._fillers import PatternFiller
+from needlescope.haystack._insert import insert_at
+from needlescope.haystack._needle_ranges import parse_needle_ranges, seed_positions
 from needlescope.probes import recall
 from needlescope.probes.registry import expand_grid
 from needlescope.probes.templates import RECALL_TEMPLATES
@@ -352,7 +352,7 @@ def test_only_context_with_an_api_tokenizer_is_one_line_before_anything_starts(
 ) -> None:
     from typer.testing import CliRunner
 
-    from needlescope.flows.cli import app
+    from needlescope.flows.cli._app import app
 
     config = tmp_path / "c.yaml"
     config.write_text(

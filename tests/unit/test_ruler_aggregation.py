@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import tokens
 from needlescope.errors import LengthError
+from needlescope.fitting import tokens
 from needlescope.probes.ruler import aggregation as ag
 from needlescope.probes.ruler.words import common_vocabulary
 

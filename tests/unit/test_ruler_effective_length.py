@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from needlescope.effective_length import (
+from needlescope.grading._effective_length import (
     RULER_THRESHOLD,
     longest_sustained,
     nolima_base_score,
@@ -106,7 +106,7 @@ def test_both_rules_with_their_intervals_worked_by_hand() -> None:
     NoLiMa: base (98 + 96 + 94) / 3 = 96, threshold 0.85 x 96 = 81.6: means -> 2000 (80
     fails); lows 95 90 88 84 pass, 70 fails -> 2000; highs 88 passes, 70 fails -> 4000.
     """
-    from needlescope.effective_length import both_rules
+    from needlescope.grading._effective_length import both_rules
 
     rows = [
         (250, 98.0, 95.0, 100.0),
@@ -127,7 +127,7 @@ def test_both_rules_with_their_intervals_worked_by_hand() -> None:
 
 
 def test_default_threshold_is_rulers_for_rulers_probes() -> None:
-    from needlescope.effective_length import default_threshold
+    from needlescope.grading._effective_length import default_threshold
 
     assert [default_threshold(p) for p in ("niah", "variable_tracking", "aggregation")] == [
         85.6

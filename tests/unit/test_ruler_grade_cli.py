@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 
 runner = CliRunner()
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import tokens
 from needlescope.errors import LengthError
+from needlescope.fitting import tokens
 from needlescope.probes.ruler import niah
 from needlescope.probes.ruler.haystacks import split_sentences
 from needlescope.probes.ruler.templates import DEPTHS, NOISE

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from needlescope.cells import Cell
-from needlescope.config import SweepConfig, parse_config
-from needlescope.config_file import load_config
+from needlescope.config._file import load_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import Filler, PatternFiller, filler_from_spec
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import Filler, PatternFiller, filler_from_spec
 from needlescope.probes.base import BuildTools, Context, answer_tables, prompt_sha256
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.probes.ruler import probe as ruler

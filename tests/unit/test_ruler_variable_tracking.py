@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import tokens
 from needlescope.errors import LengthError
+from needlescope.fitting import tokens
 from needlescope.probes.ruler import variable_tracking as vt
 from needlescope.probes.ruler.templates import NOISE
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from needlescope import tokens
-from needlescope.cells import Cell
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import LengthError
-from needlescope.fillers import PatternFiller
-from needlescope.fitting import measure_text
+from needlescope.fitting import tokens
+from needlescope.fitting._search import measure_text
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import PatternFiller
 from needlescope.probes import recall
 from needlescope.probes.base import BuildTools, Context
 from needlescope.probes.registry import expand_grid

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from needlescope.config import SweepConfig
+from needlescope.config._sweep import SweepConfig
 from needlescope.providers.base import Reply
 from needlescope.tasks.query import live_task_runs
 from needlescope.tasks.sending import BudgetSpent, Sending, Spend

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.cells import Cell
-from needlescope.config import SweepConfig, parse_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.errors import ConfigError, LengthError
-from needlescope.fillers import PaperCorpusFiller, filler_from_spec
-from needlescope.plan import plan
+from needlescope.grid._cells import Cell
+from needlescope.grid._plan import plan
+from needlescope.haystack._fillers import PaperCorpusFiller, filler_from_spec
 from needlescope.probes import counting_stars as stars
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import expand_grid
@@ -342,7 +342,7 @@ def test_only_counting_stars_takes_the_papers_haystack() -> None:
 
 
 def test_a_missing_paper_corpus_is_named_when_the_config_loads(write_config: Any) -> None:
-    from needlescope.config_file import load_config
+    from needlescope.config._file import load_config
 
     path = write_config(
         "name: x\nmodels: [{name: m, provider: local}]\n"
@@ -354,7 +354,7 @@ def test_a_missing_paper_corpus_is_named_when_the_config_loads(write_config: Any
 
 
 def test_nominal_lengths_are_estimates_in_the_plan_and_checked_once_built(tmp_path: Path) -> None:
-    from needlescope.windows import fits_context, local_slot_size
+    from needlescope.fitting._windows import fits_context, local_slot_size
 
     (tmp_path / "a.txt").write_text("word " * 20000, encoding="utf-8")
     config = sweep(

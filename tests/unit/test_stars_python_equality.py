@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.config import parse_config
-from needlescope.fillers import filler_from_spec
+from needlescope.config._sweep import parse_config
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes import counting_stars as stars
 from needlescope.probes.base import Grade
 from needlescope.probes.registry import expand_grid

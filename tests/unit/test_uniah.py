@@ -14,14 +14,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope import chunking, tokens
-from needlescope.config import parse_config
-from needlescope.config_file import load_config
+from needlescope.config._file import load_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError
-from needlescope.fillers import SyntheticProseFiller
-from needlescope.fitting import measure_text
+from needlescope.fitting import tokens
+from needlescope.fitting._search import measure_text
 from needlescope.grading import keywords as keyword_rules
-from needlescope.haystack import last_sentence_end
+from needlescope.haystack import chunking
+from needlescope.haystack._fillers import SyntheticProseFiller
+from needlescope.haystack._insert import last_sentence_end
 from needlescope.probes import case_file, cases, rag, uniah
 from needlescope.probes.build import build_context, rebuild
 from needlescope.probes.registry import expand_grid

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.config import ModelConfig, Price, SweepConfig, parse_config
+from needlescope.config._sweep import ModelConfig, Price, SweepConfig, parse_config
 from needlescope.errors import ConfigError
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 from needlescope.flows.rerun import cells_to_rerun
-from needlescope.plan import plan
+from needlescope.grading.validity import parse_values, validity_of
+from needlescope.grid._plan import plan
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import Reply
-from needlescope.reasoning import reasoning_allowance, thinks_by_default
-from needlescope.validity import parse_values, validity_of
+from needlescope.providers.reasoning import reasoning_allowance, thinks_by_default
 
 
 def reply(text: str, finish: str | None, reasoning: int | None = None, **kw: Any) -> Reply:

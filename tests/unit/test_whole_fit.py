@@ -1,4 +1,4 @@
-"""Whole-count fitting (needlescope/whole_fit.py): the proof it returns, how few counts a good
+"""Whole-count fitting (needlescope/fitting/_whole.py): the proof it returns, how few counts a good
 start costs, and references fixed by the grid."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Callable
 import pytest
 import yaml
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.errors import LengthError
+from needlescope.fitting._whole import fit_from, references
 from needlescope.probes.registry import expand_grid
-from needlescope.whole_fit import fit_from, references
 
 
 def counter(f: Callable[[int], int]) -> tuple[Callable[[int], asyncio.Future[int]], list[int]]:

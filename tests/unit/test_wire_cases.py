@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from needlescope.config import ModelConfig, parse_config
+from needlescope.config._sweep import ModelConfig, parse_config
 from needlescope.errors import ProviderError
-from needlescope.fillers import filler_from_spec
+from needlescope.grading.validity import VALUES, validity_of
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Reply
 from needlescope.providers.open import open_provider
-from needlescope.validity import VALUES, validity_of
 from needlescope.warehouse.store.rows import error_row, graded_row
 from tests.support import (
     anthropic_server,

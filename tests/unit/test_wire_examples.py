@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from needlescope.errors import ProviderError
+from needlescope.grading.validity import validity_of
 from needlescope.providers.base import Reply
-from needlescope.validity import validity_of
 from tests.support.fake_server import WireReply
 from tests.support.wire_cases import Case, CaseBook, Request, header_names, shape
 from tests.unit.test_wire_cases import CASES, CONTEXT, SERVERS, requests_of, send, stored

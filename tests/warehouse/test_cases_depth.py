@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from needlescope.config import parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.probes.registry import expand_grid
 from needlescope.warehouse.report.drilldown import cell_of
 from needlescope.warehouse.store import Warehouse

@@ -1,7 +1,8 @@
 """Views and charts of the needle-cases probes on a temporary warehouse.
 
 Rows are built the way the sweep builds them: real cases / rag contexts (a character measure and a
-fake embedder), graded by the probes' own grader, with judge records from needlescope.judge.
+fake embedder), graded by the probes' own grader, with judge records from
+needlescope.grading._judge.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from needlescope import judge
-from needlescope.config import CasesProbe, RagProbe, parse_config
-from needlescope.fillers import SyntheticProseFiller
-from needlescope.fitting import measure_text
+from needlescope.config._sweep import CasesProbe, RagProbe, parse_config
+from needlescope.fitting._search import measure_text
+from needlescope.grading import _judge as judge
+from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.probes import cases, rag
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context

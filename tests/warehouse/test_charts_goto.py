@@ -9,8 +9,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.cells import Cell
-from needlescope.config import GotoProbe, parse_config
+from needlescope.config._sweep import GotoProbe, parse_config
+from needlescope.grid._cells import Cell
 from needlescope.probes import goto
 from needlescope.warehouse.charts import goto as charts_goto
 from needlescope.warehouse.store import Warehouse

@@ -10,8 +10,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.hashing import canonical_json
 from needlescope.probes import counting_stars as stars
+from needlescope.provenance._hashing import canonical_json
 from needlescope.warehouse.charts import counting_stars as charts_stars
 from needlescope.warehouse.store import Warehouse
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 from needlescope.warehouse.store import Warehouse, compaction
 from needlescope.warehouse.store.compaction import compact
 from needlescope.warehouse.store.schema import TABLES

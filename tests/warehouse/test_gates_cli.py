@@ -11,8 +11,8 @@ from typing import Any
 import duckdb
 from typer.testing import CliRunner
 
-from needlescope.config import parse_config
-from needlescope.flows.cli import app
+from needlescope.config._sweep import parse_config
+from needlescope.flows.cli._app import app
 from needlescope.warehouse.report.sections.statistics import section
 from needlescope.warehouse.stats.gates import serving_changes
 from tests.warehouse.test_significance import Sweep, pattern

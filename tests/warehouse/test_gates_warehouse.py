@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from needlescope.gate_results import FAILED, NOT_ENOUGH_DATA, PASSED, DropFigures, LengthFigure
-from needlescope.gates import parse_gates
+from needlescope.gates._config import parse_gates
+from needlescope.gates._results import FAILED, NOT_ENOUGH_DATA, PASSED, DropFigures, LengthFigure
 from needlescope.warehouse.stats.accuracy import accuracy_table
 from needlescope.warehouse.stats.drift import epoch_drift
 from needlescope.warehouse.stats.gates import (

@@ -10,11 +10,11 @@ from pathlib import Path
 import altair as alt
 import duckdb
 
-from needlescope import tokens
-from needlescope.cells import Cell
-from needlescope.config import FillerSpec, parse_config
-from needlescope.config_file import load_config
-from needlescope.fillers import filler_from_spec
+from needlescope.config._file import load_config
+from needlescope.config._sweep import FillerSpec, parse_config
+from needlescope.fitting import tokens
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes.base import BuildTools, Context
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Reply

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.config import parse_config
-from needlescope.fillers import filler_from_spec
-from needlescope.flows.cli import app
+from needlescope.config._sweep import parse_config
+from needlescope.flows.cli._app import app
+from needlescope.haystack._fillers import filler_from_spec
 from needlescope.probes import recall
 from needlescope.probes.build import build_context
 from needlescope.probes.registry import expand_grid

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.cells import Cell
-from needlescope.config import SweepConfig, parse_config
-from needlescope.fillers import PatternFiller, filler_from_spec
+from needlescope.config._sweep import SweepConfig, parse_config
+from needlescope.grid._cells import Cell
+from needlescope.haystack._fillers import PatternFiller, filler_from_spec
 from needlescope.probes.base import BuildTools, Context
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Reply
@@ -242,7 +242,7 @@ def test_effective_lengths_both_ways_with_intervals(built: Built) -> None:
 
 
 def test_stats_command_prints_both_rules(built: Built) -> None:
-    from needlescope.flows.cli import app
+    from needlescope.flows.cli._app import app
 
     runner = CliRunner()
     done = runner.invoke(

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from needlescope.config import SweepConfig
+from needlescope.config._sweep import SweepConfig
 from needlescope.flows.run_end import after_end
 from needlescope.flows.tidy import tidy_when_built
 from needlescope.warehouse.store import Warehouse

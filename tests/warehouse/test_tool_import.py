@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from needlescope.flows.cli import app
+from needlescope.flows.cli._app import app
 from needlescope.imports import read_counting_stars
 from needlescope.imports.counting_stars import paper_scores
 from needlescope.imports.ruler import read_summary

@@ -19,7 +19,10 @@ from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.charts.shared import ACCURACY_DOMAIN, Chart, placeholder
 
 JUDGE_DOMAIN = (1.0, 10.0)
-KEYWORD_PASS, JUDGE_PASS = 50.0, 7  # as needlescope.judge: where each grade calls it correct
+KEYWORD_PASS, JUDGE_PASS = (
+    50.0,
+    7,
+)  # as needlescope.grading._judge: where each grade calls it correct
 # Red, amber, green: low recall reads as a warning at a glance, as in needle-test heatmaps.
 RECALL_COLORS = ("#b2182b", "#f4a582", "#fddc84", "#a6d96a", "#1a9641")
 AGREE, DISAGREE = "agree", "disagree"

@@ -25,8 +25,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from needlescope.effective_length import RULER_PROBES
 from needlescope.errors import WarehouseError
+from needlescope.grading import RULER_PROBES
 from needlescope.probes.order import probe_rank
 from needlescope.warehouse.charts import recall, render, vega
 from needlescope.warehouse.report import data, drilldown, extras

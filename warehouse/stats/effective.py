@@ -1,14 +1,14 @@
-"""Effective context length both ways (needlescope/effective_length.py: RULER's absolute rule
-and NoLiMa's relative one) over the warehouse's answers, each with its interval: the rule
-applied to each length's seeded bootstrap 95% interval bounds (``accuracy.accuracy_table``,
-every answer at a length pooled)."""
+"""Effective context length both ways (needlescope/grading/_effective_length.py: RULER's
+absolute rule and NoLiMa's relative one) over the warehouse's answers, each with its
+interval: the rule applied to each length's seeded bootstrap 95% interval bounds
+(``accuracy.accuracy_table``, every answer at a length pooled)."""
 
 from __future__ import annotations
 
 import duckdb
 import polars as pl
 
-from needlescope.effective_length import both_rules, default_threshold
+from needlescope.grading import both_rules, default_threshold
 from needlescope.warehouse.stats.accuracy import EFFECTIVE_LENGTH_AXES, accuracy_table
 
 KEYS = ("model", "probe", "length_unit")

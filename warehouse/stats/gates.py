@@ -1,8 +1,8 @@
 """Gates and serving changes judged on the warehouse: an epoch's answers from the ``results``
 view, the previous epoch of the same config, and the warehouse's interval of a mean.
 
-The one module that binds the pure gate evaluation (``needlescope.gate_eval``) and the
-fingerprint comparison (``needlescope.fingerprint``) to the warehouse's statistics: when
+The one module that binds the pure gate evaluation (``needlescope.gates._eval``) and the
+fingerprint comparison (``needlescope.provenance.fingerprint``) to the warehouse's statistics: when
 those modules move, only the imports below change.
 """
 
@@ -14,10 +14,15 @@ from functools import partial
 import duckdb
 import polars as pl
 
-from needlescope import fingerprint
-from needlescope.gate_eval import RESULT_COLUMNS, evaluate_gates
-from needlescope.gate_results import MIN_ANSWERS, GateResult
-from needlescope.gates import GateModel, MaxDropGate
+from needlescope.gates import (
+    MIN_ANSWERS,
+    RESULT_COLUMNS,
+    GateModel,
+    GateResult,
+    MaxDropGate,
+    evaluate_gates,
+)
+from needlescope.provenance import fingerprint
 from needlescope.warehouse.stats.drift import previous_epoch
 from needlescope.warehouse.stats.intervals import mean_interval
 

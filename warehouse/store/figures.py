@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from needlescope import validity as _validity
+from needlescope.grading import validity as _validity
 from needlescope.warehouse.store.rollups import MEASURES
 
 # An answer that measures recall; accuracy figures are computed over these only.

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.errors import WarehouseError
+from needlescope.grading import UNKNOWN
 from needlescope.grading.recall import grade_stored
-from needlescope.hashing import canonical_json, short_hash
-from needlescope.validity import UNKNOWN
+from needlescope.provenance import canonical_json, short_hash
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import analysis_rows
 

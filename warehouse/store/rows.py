@@ -11,18 +11,16 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any, NamedTuple
 
-from needlescope.cells import Cell
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
-from needlescope.fingerprint import Fingerprint
+from needlescope.grading import disagreement, validity_of
 from needlescope.grading.recall import RecallGrade, analyze_errors
-from needlescope.judge import disagreement
+from needlescope.grid import Cell
+from needlescope.haystack import storable_values
 from needlescope.probes.base import Context, Grade
 from needlescope.probes.recall import error_tables
-from needlescope.prompt_hashes import template_sha256
+from needlescope.provenance import Fingerprint, template_sha256
 from needlescope.providers.base import Reply
-from needlescope.text import storable_values
-from needlescope.validity import validity_of
 
 INTERNAL_ERROR = "internal"
 # finish reasons of a reply cut off by its token limit (OpenAI, Anthropic, Gemini spellings)
@@ -147,8 +145,8 @@ def graded_row(
     judged: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A graded answer; ``cost``: from the model's price table; ``judged``: the judge's verdict
-    (needlescope.judge), merged into ``detail`` by :func:`judge_row`. ``repaired``: the reply's
-    text was made storable before grading (text.storable); values read from it (a JSON
+    (needlescope.grading._judge), merged into ``detail`` by :func:`judge_row`. ``repaired``: the
+    reply's text was made storable before grading (text.storable); values read from it (a JSON
     ``"\\ud800"`` in an answer) are made storable here, and flagged too."""
     detail = dict(grade.detail)
     if judged is not None:
@@ -201,7 +199,7 @@ def serving_columns(cell: Cell, reply: Reply) -> dict[str, str | None]:
 
 
 def judge_row(verdict: Mapping[str, Any], keyword_accuracy: float | None) -> dict[str, Any]:
-    """The judge's keys of an answer's ``detail``: its verdict (needlescope.judge's record)
+    """The judge's keys of an answer's ``detail``: its verdict (needlescope.grading._judge's record)
     and whether it disagrees with the deterministic grade (None when either is missing)."""
     score = verdict.get("judge_score")
     disagree = (

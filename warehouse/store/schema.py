@@ -154,7 +154,7 @@ ANSWERS = pa.schema(
         # Why a reply that is no parse failure is left out of the counts (recall: an empty
         # reply, or keys the seed's analysis could not order); NULL when it counts.
         ("uncounted", pa.string()),
-        # Whether the answer measures recall (needlescope.validity): valid, truncated,
+        # Whether the answer measures recall (needlescope.grading.validity): valid, truncated,
         # thinking_exhausted, refused, content_filtered, context_exceeded, empty, or unknown
         # (no finish reason to judge by; counted as valid). NULL for a failed request.
         ("validity", pa.string()),
@@ -162,9 +162,10 @@ ANSWERS = pa.schema(
         # The reply (or a value read from it) held what UTF-8 cannot encode, such as a lone
         # surrogate from a JSON "\ud800": stored with U+FFFD in its place.
         ("response_repaired", pa.bool_()),
-        # What served the answer (needlescope.fingerprint; schema step 7): the provider's
-        # backend and tier, the sampling settings sent (canonical JSON), the prompt template's
-        # hash, and for the local model its GGUF file, chat template and llama.cpp version.
+        # What served the answer (needlescope.provenance.fingerprint; schema step 7): the
+        # provider's backend and tier, the sampling settings sent (canonical JSON), the prompt
+        # template's hash, and for the local model its GGUF file, chat template and llama.cpp
+        # version.
         ("system_fingerprint", pa.string()),
         ("service_tier", pa.string()),
         ("sampling", pa.string()),

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from needlescope.errors import WarehouseError
-from needlescope.text import storable_values
+from needlescope.fitting import RememberedFit
+from needlescope.haystack import storable_values
 from needlescope.warehouse.store.claims import CLAIMS_FILE, alive
 from needlescope.warehouse.store.compaction import (
     EMPTY_FILE,
@@ -31,7 +32,6 @@ from needlescope.warehouse.store.compaction import (
 from needlescope.warehouse.store.rollups import ROLLUPS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.views import create_views, views_file_sql
-from needlescope.whole_fit import RememberedFit
 
 DEFAULT_ROOT = Path("warehouse/data")
 DB_NAME = "needlescope.duckdb"

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from needlescope.errors import WarehouseError
-from needlescope.hashing import canonical_json
 from needlescope.imports import read_counting_stars, read_gkamradt, read_ruler, read_uniah
 from needlescope.imports.gkamradt import DEFAULT_QUESTION
+from needlescope.provenance import canonical_json
 from needlescope.warehouse.store.store import Warehouse
 from needlescope.warehouse.store.tool_rows import CONVERTERS, Imported
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from needlescope.hashing import canonical_json, short_hash
+from needlescope.grading import UNKNOWN
 from needlescope.imports import CaseAnswer, RulerAnswer, StarsAnswer
 from needlescope.imports.ruler import is_null, score
 from needlescope.probes import cases, counting_stars
 from needlescope.probes.base import Grade
 from needlescope.probes.case_file import default_keywords
-from needlescope.validity import UNKNOWN
+from needlescope.provenance import canonical_json, short_hash
 
 # Bump when the meaning of an imported cell changes, so old and new ones never share an id.
 ID_VERSION: Final = 1

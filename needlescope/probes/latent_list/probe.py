@@ -11,16 +11,15 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from needlescope.cells import Cell, filler_identity, model_fields
-from needlescope.config import SweepConfig
-from needlescope.config_probes import LatentListProbe
-from needlescope.fillers import Filler
-from needlescope.hashing import canonical_json
+from needlescope.config import LatentListProbe, SweepConfig
+from needlescope.grid import Cell, filler_identity, model_fields
+from needlescope.haystack import Filler
 from needlescope.probes.base import Grade, Rendered, figures_as_detail, grade_each, render_again
 from needlescope.probes.build import default_build
 from needlescope.probes.latent_list.program import GENERATOR_VERSION, Program, Query, generate
 from needlescope.probes.latent_list.render import TEMPLATES, haystack, question
 from needlescope.probes.latent_list.score import grade as grade_latent
+from needlescope.provenance import canonical_json
 
 NAME = "latent_list"
 FITS_FILLER = True

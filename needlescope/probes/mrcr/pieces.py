@@ -2,8 +2,9 @@
 
 A piece is a form (poem, short story, list…) about a topic (tapirs, lighthouses…): the form
 decides its layout, the topic appears in its title and in lines of its own, and the rest is
-needlescope's synthetic prose (needlescope/prose.py). Every piece has at least ``MIN_WORDS``
-words, so at least that many tokens in any subword tokenizer (a word is one token or more).
+needlescope's synthetic prose (needlescope/haystack/prose.py). Every piece has at least
+``MIN_WORDS`` words, so at least that many tokens in any subword tokenizer (a word is one
+token or more).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Callable
 from random import Random
 
-from needlescope import prose
+from needlescope.haystack import prose
 
 MIN_WORDS = 100
 MAX_WORDS = 140  # a piece's word target is drawn from MIN_WORDS..MAX_WORDS

@@ -13,11 +13,9 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from needlescope.cells import Cell, model_fields
-from needlescope.config import SweepConfig
-from needlescope.config_probes import MrcrProbe
-from needlescope.fillers import PROSE_VERSION, Filler
-from needlescope.hashing import canonical_json
+from needlescope.config import MrcrProbe, SweepConfig
+from needlescope.grid import Cell, model_fields
+from needlescope.haystack import PROSE_VERSION, Filler
 from needlescope.probes.base import (
     BuildTools,
     Context,
@@ -31,6 +29,7 @@ from needlescope.probes.base import (
 from needlescope.probes.mrcr.conversation import GENERATOR_VERSION, conversation
 from needlescope.probes.mrcr.fit import afit_conversation
 from needlescope.probes.mrcr.score import grade as grade_mrcr
+from needlescope.provenance import canonical_json
 from needlescope.providers.base import Message
 
 NAME = "mrcr"

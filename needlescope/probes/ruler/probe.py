@@ -12,16 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from needlescope.cells import Cell, model_fields
-from needlescope.config import ModelConfig, SweepConfig
-from needlescope.config_ruler import RulerProbeBase
-from needlescope.hashing import canonical_json
+from needlescope.config import ModelConfig, RulerProbeBase, SweepConfig
+from needlescope.grid import Cell, model_fields
 from needlescope.probes.base import BuildTools, Context, Grade, NeedleResult, Rendered
 from needlescope.probes.build import measure_rendered
 from needlescope.probes.ruler.fit import Fitted
 from needlescope.probes.ruler.prompt import AnswerPrefixMode, RulerPrompt, prompt_messages
 from needlescope.probes.ruler.scoring import match_all
 from needlescope.probes.ruler.templates import TOKENS_TO_GENERATE, Family
+from needlescope.provenance import canonical_json
 
 # Providers whose chat API continues a trailing assistant message: Anthropic's Messages API,
 # and llama.cpp's server (it prefills a trailing assistant turn since ggml-org/llama.cpp#13174,

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from needlescope.cells import Cell
-from needlescope.config import AggregationProbe, SweepConfig
-from needlescope.config_ruler import CWE_PARAMETERS, FWE_PARAMETERS
-from needlescope.fillers import Filler
+from needlescope.config import CWE_PARAMETERS, FWE_PARAMETERS, AggregationProbe, SweepConfig
+from needlescope.grid import Cell
+from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, Rendered, grade_each, render_again
 from needlescope.probes.ruler import aggregation as agg
 from needlescope.probes.ruler import probe as ruler

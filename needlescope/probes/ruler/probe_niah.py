@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-from needlescope.cells import Cell, filler_identity
 from needlescope.config import NiahProbe, SweepConfig
-from needlescope.fillers import Filler
+from needlescope.grid import Cell, filler_identity
+from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, Rendered, grade_each, render_again
 from needlescope.probes.ruler import niah
 from needlescope.probes.ruler import probe as ruler

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from needlescope.cells import Cell
 from needlescope.config import SweepConfig, VariableTrackingProbe
-from needlescope.fillers import Filler
+from needlescope.grid import Cell
+from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, MissingFacts, Rendered, grade_each
 from needlescope.probes.ruler import probe as ruler
 from needlescope.probes.ruler import variable_tracking as vt

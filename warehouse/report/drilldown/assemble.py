@@ -19,7 +19,7 @@ carries up to :data:`PER_CELL` of its answers, picked in DuckDB with a window fu
   partial / mistaken / missing, a case needle's correct / partial / missing);
 * the haystack around each needle (±:data:`CONTEXT_CHARS` characters). The haystack is not
   stored (unless ``save_prompts``) but rebuilt exactly from the cell row: its fields give
-  the :class:`~needlescope.cells.Cell` (checked against its id), ``filler_chars`` and
+  the :class:`~needlescope.grid._cells.Cell` (checked against its id), ``filler_chars`` and
   ``prompt_length`` the fitted size (a RAG cell also its retrieval order, from ``facts``),
   and the rebuilt prompt is checked against the stored SHA-256. A cell that cannot be
   rebuilt (a corpus folder that is gone, a legacy import) says "context unavailable" and why.

@@ -7,12 +7,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from needlescope.cells import Cell, filler_identity
 from needlescope.config import FillerSpec, SweepConfig
-from needlescope.fillers import PAPER_KIND, Filler, PatternFiller, filler_from_spec
-from needlescope.hashing import canonical_json
+from needlescope.grid import Cell, filler_identity
+from needlescope.haystack import PAPER_KIND, Filler, PatternFiller, filler_from_spec
 from needlescope.probes.base import MissingFacts, Probe, prompt_sha256
 from needlescope.probes.registry import probe_module
+from needlescope.provenance import canonical_json
 
 CONTEXT_CHARS = 120  # of haystack on each side of a needle
 MAX_NEEDLE_CONTEXTS = 100  # needles with their context, per answer

@@ -178,7 +178,7 @@ def read_details(con: duckdb.DuckDBPyConnection, picked: str, chars: int) -> Det
         SELECT a.run_id, a.epoch, a.cell_id, left(a.response, $chars) AS response,
                length(a.response) AS response_chars, a.response_kept, a.parse_error,
                a.error, a.finish_reason, a.truncated, a.correct, a.missing, a.extra, a.wrong,
-               -- the LLM judge's verdict on a needle case's answer (needlescope.judge)
+               -- the LLM judge's verdict on a needle case's answer (needlescope.grading._judge)
                CASE WHEN a.probe IN ('cases', 'rag') THEN
                    TRY_CAST(json_extract_string(a.detail, '$.judge_score') AS INTEGER)
                END AS judge_score,

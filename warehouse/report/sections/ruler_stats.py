@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import duckdb
 
-from needlescope.effective_length import NOLIMA_RATIO
+from needlescope.grading import NOLIMA_RATIO
 from needlescope.warehouse.report.html import esc, failed, number, table
 from needlescope.warehouse.stats.effective import effective_both
 

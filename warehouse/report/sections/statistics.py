@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from needlescope.effective_length import RULER_PROBES, SEED_THRESHOLD, default_threshold
+from needlescope.grading import RULER_PROBES, SEED_THRESHOLD, default_threshold
 from needlescope.warehouse.report.html import (
     anchor,
     esc,
