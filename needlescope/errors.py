@@ -1,4 +1,5 @@
-"""The few exception types a user reads. Each message is one line naming what is wrong."""
+"""The exception types a user reads, one hierarchy under NeedlescopeError. Each message is one
+line naming what is wrong."""
 
 
 class NeedlescopeError(Exception):
@@ -48,3 +49,15 @@ def _rebuild_provider_error(
 
 class LengthError(NeedlescopeError, ValueError):
     """A cell's target length cannot be met (its instructions alone are longer)."""
+
+
+class RuleError(ConfigError, ValueError):
+    """A generation setting the provider's API refuses; the message starts with its field."""
+
+
+class MissingFacts(WarehouseError, ValueError):
+    """A stored cell's facts lack what rebuilding its prompt needs (rag: the retrieval order)."""
+
+
+class GGUFError(NeedlescopeError, ValueError):
+    """A file that is not a GGUF model this reader understands."""

@@ -11,12 +11,13 @@ from prefect.context import TaskRunContext
 from prefect.runtime import task_run
 from prefect.states import State
 
+from needlescope.errors import NeedlescopeError
 from needlescope.grid import Cell
 from needlescope.tasks.contexts import Built
 from needlescope.tasks.runtime import current
 
 
-class CountsFailed(Exception):
+class CountsFailed(NeedlescopeError):
     """Cells of the batch whose token counts failed in a way worth retrying: the task is
     retried, and rebuilds only those (the runtime keeps the cells already built)."""
 

@@ -14,10 +14,11 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from needlescope.config import SweepConfig
+from needlescope.errors import NeedlescopeError
 from needlescope.providers.base import Reply
 
 
-class BudgetSpent(Exception):
+class BudgetSpent(NeedlescopeError):
     """A request not sent: the sweep's budget was spent while its task run waited for a slot."""
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         RecallProbe,
         SweepConfig,
         VariableTrackingProbe,
+        parse_config,
         resolve_api_key,
         without_credentials,
     )
@@ -56,6 +57,7 @@ __all__ = [
     "format_location",
     "load_config",
     "one_line",
+    "parse_config",
     "resolve_api_key",
     "without_credentials",
 ]
@@ -86,6 +88,7 @@ __getattr__, __dir__ = lazy_exports(
         "RagProbe": "._sweep",
         "RecallProbe": "._sweep",
         "SweepConfig": "._sweep",
+        "parse_config": "._sweep",
         "VariableTrackingProbe": "._sweep",
         "resolve_api_key": "._sweep",
         "without_credentials": "._sweep",

@@ -13,7 +13,7 @@ import yaml
 from yaml.constructor import ConstructorError
 
 from needlescope.config._paths import file_problem
-from needlescope.errors import ConfigError
+from needlescope.errors import ConfigError, NeedlescopeError
 
 MAX_BYTES = 1 << 20  # 1 MiB: a config of every option and hundreds of models is under 50 KB
 MAX_VALUES = 200_000  # values a config expands to, counting each alias as its anchor's content
@@ -41,7 +41,7 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-class _Expansion(Exception):
+class _Expansion(NeedlescopeError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 

@@ -117,10 +117,6 @@ class Grade:
     tables: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
 
-class MissingFacts(ValueError):
-    """A stored cell's facts lack what rebuilding its prompt needs (rag: the retrieval order)."""
-
-
 @dataclass(frozen=True)
 class GradedReplies:
     """A batch of graded replies: a :class:`Grade` per reply (figures only: its ``needles``

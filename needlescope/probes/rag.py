@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from needlescope.config import RagProbe, SweepConfig
-from needlescope.errors import ConfigError, LengthError
+from needlescope.errors import ConfigError, LengthError, MissingFacts
 from needlescope.fitting import fit_to_length, tokens
 from needlescope.grid import Cell, filler_identity, model_fields
 from needlescope.haystack import Filler, chunking
@@ -34,7 +34,6 @@ from needlescope.probes.base import (
     Embed,
     Measure,
     MeasureMessages,
-    MissingFacts,
     Rendered,
     grade_each,
 )

@@ -16,6 +16,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from needlescope.errors import GGUFError
+
 MAGIC = b"GGUF"
 CHAT_TEMPLATE = "tokenizer.chat_template"
 _STRING, _ARRAY = 8, 9
@@ -32,10 +34,6 @@ _SCALARS = {
     11: "q",
     12: "d",
 }
-
-
-class GGUFError(ValueError):
-    """A file that is not a GGUF model this reader understands."""
 
 
 class _Reader:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from needlescope.errors import RuleError
 from needlescope.providers.reasoning import anthropic_thinking, bare_name, camel, gemini_thinking
 
 
@@ -35,10 +36,6 @@ GEMINI_BUDGETS = (  # (model id prefix, lowest budget, highest budget, may be 0)
     ("gemini-2.5-flash", 1, 24_576, True),
 )
 GEMINI_MAX_BUDGET = 32_768
-
-
-class RuleError(ValueError):
-    """A setting the provider's API refuses; the message starts with its field."""
 
 
 def check_generation(

@@ -102,14 +102,22 @@ def _imported(module: str, tree: ast.AST) -> Iterator[tuple[str, int]]:
             yield node.value, node.lineno
 
 
+# ``needlescope/__init__.py`` is the public facade over every layer (flows and the warehouse
+# included), each name imported on first use: it stands outside the layers, and importing it
+# imports no Prefect (test_the_facade_imports_nothing_until_asked, below).
+FACADE = "needlescope"
+
+
 def _edges() -> dict[str, dict[str, int]]:
     """module -> {module or third-party top-level name it imports: the first line}"""
     edges: dict[str, dict[str, int]] = {}
     for module, path in MODULES.items():
+        if module == FACADE:
+            continue
         targets: dict[str, int] = {}
         for name, line in _imported(module, ast.parse(path.read_text(encoding="utf-8"))):
             target = _known(name) if name.startswith("needlescope") else name.split(".")[0]
-            if target and target != module:
+            if target and target not in (module, FACADE):
                 targets.setdefault(target, line)
         edges[module] = targets
     return edges
@@ -203,3 +211,20 @@ def test_the_rules_see_imports_inside_functions_and_under_type_checking() -> Non
     assert "needlescope.probes.templates" in EDGES["needlescope.config._probes"]
     assert "needlescope.probes.rag" in EDGES["needlescope.probes.registry"]
     assert "needlescope.flows.cli._app" in MODULES
+
+
+def test_the_facade_imports_nothing_until_asked() -> None:
+    """``import needlescope`` imports neither Prefect nor a layer; the core's names come without
+    Prefect; a flow's name brings Prefect (in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, needlescope\n"
+        "assert 'prefect' not in sys.modules and 'needlescope.config' not in sys.modules\n"
+        "needlescope.load_config, needlescope.Warehouse, needlescope.Probe\n"
+        "assert 'prefect' not in sys.modules\n"
+        "assert needlescope.sweep.name == 'sweep' and 'prefect' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -8,9 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from needlescope.config import FillerSpec, SweepConfig
+from needlescope.errors import MissingFacts, NeedlescopeError
 from needlescope.grid import Cell, filler_identity
 from needlescope.haystack import PAPER_KIND, Filler, PatternFiller, filler_from_spec
-from needlescope.probes.base import MissingFacts, Probe, prompt_sha256
+from needlescope.probes.base import Probe, prompt_sha256
 from needlescope.probes.registry import probe_module
 from needlescope.provenance import canonical_json
 
@@ -36,7 +37,7 @@ CELL_FIELDS = (
 )
 
 
-class ContextUnavailable(Exception):
+class ContextUnavailable(NeedlescopeError):
     """A cell's haystack cannot be rebuilt; the message says why, for the reader."""
 
 
