@@ -52,8 +52,8 @@ import pyarrow.parquet as pq
 
 from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.compaction import COMPACTED, ROW_GROUP_ROWS
+from needlescope.warehouse.store.parquet import Warehouse, slug
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
-from needlescope.warehouse.store.store import Warehouse, slug
 
 VERSION = "1"  # bump when the generator changes: the cached warehouse is rebuilt
 HERE = Path(__file__).resolve().parent

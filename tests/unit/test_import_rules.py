@@ -63,6 +63,10 @@ def _known(name: str) -> str | None:
     return None
 
 
+def _type_checking(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+
+
 def _lazy_exports(package: str) -> dict[str, str]:
     """A package whose ``__init__`` exports names lazily (needlescope/_exports.py): each name
     -> the module it lives in, read from the ``__init__``'s TYPE_CHECKING imports. An import
@@ -73,8 +77,8 @@ def _lazy_exports(package: str) -> dict[str, str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for stmt in node.body:
+        if _type_checking(node):
+            for stmt in node.body:  # type: ignore[attr-defined]
                 if isinstance(stmt, ast.ImportFrom) and stmt.module:
                     found.update((a.asname or a.name, stmt.module) for a in stmt.names)
     return found
@@ -115,7 +119,10 @@ def _edges() -> dict[str, dict[str, int]]:
         if module == FACADE:
             continue
         targets: dict[str, int] = {}
-        for name, line in _imported(module, ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if _lazy_exports(module):  # its TYPE_CHECKING imports are its names, read through it
+            tree.body = [n for n in tree.body if not _type_checking(n)]
+        for name, line in _imported(module, tree):
             target = _known(name) if name.startswith("needlescope") else name.split(".")[0]
             if target and target not in (module, FACADE):
                 targets.setdefault(target, line)
@@ -228,3 +235,42 @@ def test_the_facade_imports_nothing_until_asked() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_package_declares_what_it_offers() -> None:
+    """Every package's ``__init__`` has ``__all__``; a package that exports lazily lists in it
+    exactly the names its TYPE_CHECKING imports bring, and each of them resolves."""
+    import importlib
+
+    missing, mismatched, unresolved = [], [], []
+    for module, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        declared = [
+            n
+            for n in tree.body
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            and "__all__" in ast.unparse(n.targets[0] if isinstance(n, ast.Assign) else n.target)
+        ]
+        if not declared:
+            missing.append(module)
+            continue
+        lazy = _lazy_exports(module)
+        if not lazy:
+            continue
+        value = declared[0].value
+        assert value is not None
+        names = set(ast.literal_eval(value))
+        eager = {
+            a.asname or a.name
+            for n in tree.body
+            if isinstance(n, ast.ImportFrom) and n.module != "needlescope._exports"
+            for a in n.names
+            if n.module != "__future__" and n.module != "typing"
+        }
+        if names != set(lazy) | eager:
+            mismatched.append(f"{module}: {sorted(names ^ (set(lazy) | eager))}")
+        package = importlib.import_module(module)
+        unresolved += [f"{module}.{n}" for n in sorted(names) if not hasattr(package, n)]
+    assert (missing, mismatched, unresolved) == ([], [], [])

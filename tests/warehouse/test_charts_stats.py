@@ -19,7 +19,8 @@ from needlescope.grading.recall import grade_recall
 from needlescope.warehouse.charts import lines, vega
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report.page import write_report
-from needlescope.warehouse.stats import stats, tables
+from needlescope.warehouse.stats import summaries as stats
+from needlescope.warehouse.stats import tables
 from needlescope.warehouse.store import Warehouse, figures
 from needlescope.warehouse.store.rows import analysis_rows
 

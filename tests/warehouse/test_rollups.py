@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
 from needlescope.flows.cli._app import app
-from needlescope.warehouse.stats import stats
+from needlescope.warehouse.stats import summaries as stats
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update, views
 from tests.warehouse.test_answer_tallies import check_answer_figures
 from tests.warehouse.test_view_fast_paths import (

@@ -285,7 +285,7 @@ def test_accuracy_table_counts_rates_and_intervals(tmp_path: Path) -> None:
 def test_summary_tables_carry_the_bootstrap_and_wilson_intervals(tmp_path: Path) -> None:
     """The report's tables and charts (figures.summary_sql figures) get the intervals defined
     here, not the Student t interval of the recall_stats view."""
-    from needlescope.warehouse.stats import stats
+    from needlescope.warehouse.stats import summaries as stats
 
     sweep = Sweep(tmp_path)
     sweep.run("run-e1", "e1")

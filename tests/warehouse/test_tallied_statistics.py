@@ -14,7 +14,8 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from needlescope.warehouse.report.drilldown import select, targets
-from needlescope.warehouse.stats import accuracy, stats, tallied
+from needlescope.warehouse.stats import accuracy, tallied
+from needlescope.warehouse.stats import summaries as stats
 from needlescope.warehouse.stats.intervals import BOOTSTRAP_MAX_N, mean_interval
 from needlescope.warehouse.store import Warehouse, compaction, rollups, rollups_update, views
 from needlescope.warehouse.store.figures import AXES, summary_sql

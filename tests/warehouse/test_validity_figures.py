@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from needlescope.warehouse.stats import accuracy as stats_accuracy
 from needlescope.warehouse.stats import significance as sig
-from needlescope.warehouse.stats import stats
+from needlescope.warehouse.stats import summaries as stats
 from needlescope.warehouse.stats.significance import Side
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.schema import ANSWERS

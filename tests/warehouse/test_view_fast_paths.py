@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from needlescope.warehouse.stats import stats
+from needlescope.warehouse.stats import summaries as stats
 from needlescope.warehouse.store import Warehouse, figures
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,7 +9,8 @@ import duckdb
 import polars as pl
 
 from needlescope.warehouse.charts.shared import INVALID, varying
-from needlescope.warehouse.stats import stats, tallied
+from needlescope.warehouse.stats import summaries as stats
+from needlescope.warehouse.stats import tallied
 from needlescope.warehouse.store import figures
 from needlescope.warehouse.store.figures_tallied import tallied_summary_sql
 

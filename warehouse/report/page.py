@@ -34,7 +34,8 @@ from needlescope.warehouse.report.figures import ProbeCharts, probe_figures
 from needlescope.warehouse.report.html import anchor, failed, fill, frame_table, template
 from needlescope.warehouse.report.sections import probe as probe_section
 from needlescope.warehouse.report.sections import summary as summary_section
-from needlescope.warehouse.stats import stats, tables
+from needlescope.warehouse.stats import summaries as stats
+from needlescope.warehouse.stats import tables
 from needlescope.warehouse.store import Warehouse, figures, views
 from needlescope.warehouse.store.schema import TABLES
 

@@ -3,6 +3,6 @@
 Nothing here computes a statistic or draws a chart (``warehouse/stats``, ``warehouse/charts``).
 """
 
-from needlescope.warehouse.store.store import Warehouse, default_root
+from needlescope.warehouse.store.parquet import Warehouse, default_root
 
 __all__ = ["Warehouse", "default_root"]

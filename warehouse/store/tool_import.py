@@ -20,7 +20,7 @@ from needlescope.errors import WarehouseError
 from needlescope.imports import read_counting_stars, read_gkamradt, read_ruler, read_uniah
 from needlescope.imports.gkamradt import DEFAULT_QUESTION
 from needlescope.provenance import canonical_json
-from needlescope.warehouse.store.store import Warehouse
+from needlescope.warehouse.store.parquet import Warehouse
 from needlescope.warehouse.store.tool_rows import CONVERTERS, Imported
 
 TOOLS: Final = ("gkamradt", "counting-stars", "uniah", "ruler")
