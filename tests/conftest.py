@@ -49,7 +49,7 @@ def write_config(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory):
-    """A real Prefect server on 127.0.0.1 for this session: (api_url, prefect_home)."""
+    """A real Prefect server on 127.0.0.1 for the pytest run: (api_url, prefect_home)."""
     from tests.support.prefect_server import prefect_server
 
     home = tmp_path_factory.mktemp("prefect-home")
