@@ -2,7 +2,7 @@
 
 Real-looking 40-needle answers: drops, swaps, hallucinations, duplicates and broken JSON.
 
-needlescope is measured through ``needlescope.probes.recall.grade_batch``, the function the
+needlescope is measured through ``needlescope.probes.recall.probe.grade_batch``, the function the
 sweep's grade task calls for each batch of replies (``batch_size`` 32, the config default):
 parse, figures, per-needle outcomes, hallucinations and duplicates, with values already in
 the warehouse's form. The warehouse row dicts the task then builds and the Parquet writes
@@ -27,7 +27,7 @@ import random
 import time
 from typing import Any
 
-from needlescope.probes.recall import grade_batch
+from needlescope.probes.recall.probe import grade_batch
 
 N_ANSWERS = 100_000
 NEEDLES = 40

@@ -704,20 +704,13 @@ print(json.dumps({"views_s": t1 - t0, "query_s": t2 - t1, "query_cpu_s": c2 - c1
 """
 )
 
-# Every view of each probe's views_<probe>.sql, on one connection: each run fetches every row
-# (best of argv[2] runs).
+# Every view of each probe's own views (warehouse/probes/), on one connection: each run
+# fetches every row (best of argv[2] runs).
 PROBE_VIEWS_CHILD = """
 import json, re, sys, time
-from importlib import resources
-from needlescope.warehouse.store import Warehouse, views
-folder = resources.files("needlescope.warehouse.store")
-names = [
-    name
-    for file in views.probe_view_files()
-    for name in re.findall(
-        r"^CREATE OR REPLACE VIEW (\\w+)", folder.joinpath(file).read_text(), re.M
-    )
-]
+from needlescope.warehouse import probes
+from needlescope.warehouse.store import Warehouse
+names = re.findall(r"^CREATE OR REPLACE VIEW (\\w+)", probes.views_sql(), re.M)
 con = Warehouse(sys.argv[1]).connect()
 best = {}
 for name in names:

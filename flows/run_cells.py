@@ -5,9 +5,10 @@ its sending order; and the helper models (judges) they need."""
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from needlescope.config import CasesProbe, ProbeConfig, SweepConfig
+from needlescope.config import ProbeConfig, SweepConfig
 from needlescope.fitting import fits_context
 from needlescope.grid import Cell, order_cells, shard_of
+from needlescope.probes.cases.entry import CasesProbe
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.registry import CACHES_PREFIXES
 

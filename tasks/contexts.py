@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from needlescope.config import BUILTIN_FILLERS, ProbeConfig, RagProbe, SweepConfig
+from needlescope.config import BUILTIN_FILLERS, ProbeConfig, SweepConfig
 from needlescope.errors import ConfigError, LengthError, ProviderError
 from needlescope.fitting import (
     CONTEXT_MARGIN,
@@ -25,6 +25,7 @@ from needlescope.fitting import (
 from needlescope.grid import Cell
 from needlescope.haystack import Filler, PatternFiller, WholeFileFiller, filler_from_spec
 from needlescope.probes.base import BuildTools, Context, Embed, Rendered, prompt_sha256
+from needlescope.probes.rag.entry import RagProbe
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Message, Provider
 from needlescope.tasks.embedders import Embedders

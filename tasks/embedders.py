@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from needlescope.config import RagProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.probes.base import Embed
+from needlescope.probes.rag.entry import RagProbe
 
 
 class Embedders:
@@ -23,7 +24,7 @@ class Embedders:
         name = probe.embedder
         async with self._lock:
             if name not in self._embedders:
-                from needlescope.probes.retrieval import memoize
+                from needlescope.probes.rag.retrieval import memoize
                 from needlescope.providers.local import LocalProvider, LocalServer
 
                 path = self.config.model(name).model if name else None

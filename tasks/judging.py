@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from needlescope.config import CasesProbe, ProbeConfig
+from needlescope.config import ProbeConfig
 from needlescope.grading import judge, load_rubric
+from needlescope.probes.cases.entry import CasesProbe
 from needlescope.providers.base import ChatRequest, Reply
 from needlescope.tasks.query import Answer, Asker, Unsent
 

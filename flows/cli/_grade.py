@@ -102,8 +102,14 @@ def grade(
     """Grade one answer by hand and print the grade as one JSON object (accuracy 0–100)."""
     from needlescope.grading.by_hand import grade_one
 
-    if judge is not None and (config is None or probe not in ("cases", "rag")):
-        raise fail("--judge needs --config, and only cases and rag answers are judged")
+    if judge is not None:
+        from needlescope.probes.catalog import specs
+
+        judged = [name for name, spec in specs().items() if spec.judged]
+        if config is None or probe not in judged:
+            raise fail(
+                f"--judge needs --config, and only {' and '.join(judged)} answers are judged"
+            )
     expected_text, answer_text, facts_text = read_inputs(
         expected, expected_file, answer, answer_file, facts, facts_file
     )

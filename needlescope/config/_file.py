@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from needlescope.config._paths import dir_problem, file_problem
-from needlescope.config._sweep import CasesProbe, FillerSpec, SweepConfig, one_line, parse_config
+from needlescope.config._sweep import FillerSpec, SweepConfig, one_line, parse_config
 from needlescope.errors import ConfigError
+from needlescope.probes.cases.entry import CasesProbe
 
 
 def load_config(path: str | Path) -> SweepConfig:
@@ -61,7 +62,7 @@ def _resolve_relative_paths(config: SweepConfig, source: Path) -> SweepConfig:
             ):
                 raise ConfigError(f"{source}: probes.{index}.{name}: {path}: {problem}")
         if isinstance(probe, CasesProbe):  # a bad case file fails here, before Prefect starts
-            from needlescope.probes.case_file import load_cases
+            from needlescope.probes.cases.case_file import load_cases
 
             load_cases(probe.cases_file, probe.cases)
         if isinstance(probe, CasesProbe) and probe.judge and probe.rubric_file:

@@ -68,6 +68,11 @@ def without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+LengthUnit = Literal["tokens", "bytes", "chars"]
+# Grid axes of sizes take whole numbers only: `true` or `1.5` in YAML is a mistake, not 1.
+Count = Annotated[int, Field(gt=0, le=100_000_000, strict=True)]
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

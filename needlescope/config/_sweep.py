@@ -30,19 +30,10 @@ from needlescope.config._models import (
     has_credentials,
     without_credentials,
 )
-from needlescope.config._probes import (
-    AggregationProbe,
-    CasesProbe,
-    CountingStarsProbe,
-    GotoProbe,
-    NiahProbe,
-    ProbeConfig,
-    RagProbe,
-    RecallProbe,
-    VariableTrackingProbe,
-)
+from needlescope.config._probes import ProbeConfig, ProbeEntry
 from needlescope.errors import ConfigError
 from needlescope.gates import Gate, Notify, check_gate_probes
+from needlescope.probes.catalog import on_change
 
 BUILTIN_FILLERS = ("pattern", "noise", "prose-en", "prose-zh")
 
@@ -211,26 +202,27 @@ class SweepConfig(Frozen):
                         f"probes.{index}.fillers: unknown filler {filler!r}; known: {known}"
                     )
         for index, probe in enumerate(self.probes):
-            if isinstance(probe, RecallProbe) and probe.lengths is None:
-                fitted = [f for f in probe.fillers if not self.filler_spec(f).as_is]
+            if probe.takes_as_is and getattr(probe, "lengths", None) is None:
+                fillers: list[str] = getattr(probe, "fillers", [])
+                fitted = [f for f in fillers if not self.filler_spec(f).as_is]
                 if fitted:
                     raise ValueError(
                         f"probes.{index}.lengths: Field required (fillers {', '.join(fitted)}"
                         " are fitted to a length)"
                     )
-            elif not isinstance(probe, RecallProbe):
+            elif not probe.takes_as_is:
                 as_is = [f for f in getattr(probe, "fillers", []) if self.filler_spec(f).as_is]
                 if as_is:
                     raise ValueError(
                         f"probes.{index}.fillers: {as_is[0]!r} is used as it is (fit: none),"
-                        f" which only the recall probe supports"
+                        f" which the {probe.probe} probe does not support"
                     )
-            if not isinstance(probe, CountingStarsProbe):
+            if not probe.takes_paper:
                 paper = [f for f in getattr(probe, "fillers", []) if self.filler_spec(f).paper]
                 if paper:
                     raise ValueError(
                         f"probes.{index}.fillers: {paper[0]!r} is the Counting-Stars paper's"
-                        f" haystack (fit: paper), which only the counting_stars probe supports"
+                        f" haystack (fit: paper), which the {probe.probe} probe does not support"
                     )
         for index, probe in enumerate(self.probes):
             for role in ("judge", "embedder"):
@@ -305,23 +297,16 @@ def resolve_api_key(model: ModelConfig) -> str | None:
 # The config's models, importable from here whichever module defines them.
 __all__ = [
     "BUILTIN_FILLERS",
-    "AggregationProbe",
     "Budget",
-    "CasesProbe",
-    "CountingStarsProbe",
     "FillerSpec",
     "Generation",
-    "GotoProbe",
     "ModelConfig",
-    "NiahProbe",
     "Price",
     "ProbeConfig",
-    "RagProbe",
-    "RecallProbe",
+    "ProbeEntry",
     "RetryPolicy",
     "Schedule",
     "SweepConfig",
-    "VariableTrackingProbe",
     "check_url",
     "has_credentials",
     "load_dotenv_once",
@@ -330,3 +315,20 @@ __all__ = [
     "resolve_api_key",
     "without_credentials",
 ]
+
+
+def _probes_changed() -> None:
+    """A probe registered or unregistered (probes/catalog.py): the entries ``probes:`` takes."""
+    from pydantic.fields import FieldInfo
+
+    from needlescope.config._probes import probe_union
+
+    field = SweepConfig.model_fields["probes"]
+    SweepConfig.model_fields["probes"] = FieldInfo.merge_field_infos(
+        field,
+        annotation=list[probe_union()],  # type: ignore[misc]
+    )
+    SweepConfig.model_rebuild(force=True)
+
+
+on_change(_probes_changed)

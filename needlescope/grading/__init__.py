@@ -11,12 +11,12 @@ from needlescope._exports import lazy_exports
 if TYPE_CHECKING:
     from needlescope.grading._effective_length import (
         NOLIMA_RATIO,
-        RULER_PROBES,
         RULER_THRESHOLD,
         SEED_THRESHOLD,
         both_rules,
         default_threshold,
         longest_sustained,
+        ruler_family,
     )
     from needlescope.grading._judge import JUDGE_PROMPTS, disagreement, judge, load_rubric
     from needlescope.grading.validity import UNKNOWN, parse_values, validity_of
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGE_PROMPTS",
     "NOLIMA_RATIO",
-    "RULER_PROBES",
     "RULER_THRESHOLD",
     "SEED_THRESHOLD",
     "UNKNOWN",
@@ -35,6 +34,7 @@ __all__ = [
     "load_rubric",
     "longest_sustained",
     "parse_values",
+    "ruler_family",
     "validity_of",
 ]
 
@@ -42,7 +42,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "NOLIMA_RATIO": "._effective_length",
-        "RULER_PROBES": "._effective_length",
+        "ruler_family": "._effective_length",
         "RULER_THRESHOLD": "._effective_length",
         "SEED_THRESHOLD": "._effective_length",
         "both_rules": "._effective_length",

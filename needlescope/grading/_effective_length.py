@@ -112,13 +112,12 @@ def nolima_effective_length(
 
 # RULER's probes take RULER's threshold; the seed probes keep needlescope's earlier default
 # (85%: none of the four seeds defines an effective length).
-RULER_PROBES = frozenset({"niah", "variable_tracking", "aggregation"})
 SEED_THRESHOLD = 85.0
 
 
 def default_threshold(probe: str) -> float:
     """The absolute rule's threshold when none is given: 85.6 for RULER's probes, else 85."""
-    return RULER_THRESHOLD if probe in RULER_PROBES else SEED_THRESHOLD
+    return RULER_THRESHOLD if ruler_family(probe) else SEED_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -159,3 +158,11 @@ def both_rules(
         nolima_threshold=limit,
         base=relative.base if relative is not None else None,
     )
+
+
+def ruler_family(probe: str) -> bool:
+    """Whether ``probe`` is one of RULER's families (its declaration says ``ruler``)."""
+    from needlescope.probes.catalog import specs
+
+    found = specs().get(probe)
+    return found is not None and found.ruler

@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 from needlescope.errors import NeedlescopeError
-from needlescope.grading._effective_length import RULER_PROBES
+from needlescope.grading._effective_length import ruler_family
 from needlescope.grading.validity import validity_of
 from needlescope.haystack import storable
-from needlescope.probes.registry import MODULES, probe_module
+from needlescope.probes.catalog import specs
+from needlescope.probes.registry import probe_module
 from needlescope.providers.base import Reply
 
 
@@ -70,11 +71,11 @@ def grade_one(
 ) -> dict[str, Any]:
     """The grade of one answer; ``validity`` from how the reply ended (``finish_reason`` as
     needlescope stores it: stop, length, refusal, …; none given: unknown)."""
-    if probe not in MODULES:
-        raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(MODULES)}")
+    if probe not in specs():
+        raise NeedlescopeError(f"unknown probe {probe!r}; known: {', '.join(specs())}")
     if probe == "recall":
         target: Any = expected_values(expected)
-    elif probe in RULER_PROBES:
+    elif ruler_family(probe):
         target = expected_strings(expected)
     else:
         target = _json(expected, "--expected")

@@ -7,8 +7,9 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from needlescope.config import CasesProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid._cells import Cell
+from needlescope.probes.cases.entry import CasesProbe
 from needlescope.probes.registry import expand_with_probes, probe_module
 
 # Rough tokens per unit where a cell is not sized in tokens: English text is about 4 characters

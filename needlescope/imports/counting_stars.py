@@ -9,7 +9,7 @@ Each line of a result file is one JSON object, one request: ``answer`` (the repl
 
 The paper's figure (its visualisation notebook): per star i and sky size, the mean of
 "count i is among the answered list, truncated to M and deduplicated" over the lines of that
-size; per sky size, the mean over i. ``needlescope.probes.counting_stars.grade`` scores each
+size; per sky size, the mean over i. ``needlescope.probes.counting_stars.probe.grade`` scores each
 star the same way, with the notebook's comparison (``PAPER_SCORING``: Python equality, so an
 answered ``true`` is the count 1): these files come from the paper's code. Where the notebook
 stops on a reply with no list, the grader scores it 0.
@@ -26,7 +26,7 @@ from needlescope.imports.errors import ImportFormatError
 from needlescope.imports.reading import Fields, fail, files_under, jsonl, sha256
 from needlescope.imports.records import Key, Source, StarsAnswer
 from needlescope.probes.base import Grade
-from needlescope.probes.counting_stars import PAPER_SCORING, grade
+from needlescope.probes.counting_stars.probe import PAPER_SCORING, grade
 
 ZH_KEY = "小企鹅"
 # The notebook's column label for a Chinese sky: sky_size / 0.725, "the specific scalar for

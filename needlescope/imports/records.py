@@ -66,7 +66,7 @@ class CaseAnswer:
 class StarsAnswer:
     """One Counting-Stars answer: the model listed what the little penguin counted in a
     ``sky_size`` haystack holding ``len(counts)`` star sentences. Graded later by
-    ``needlescope.probes.counting_stars.grade(counts, PAPER_SCORING, response)``: the
+    ``needlescope.probes.counting_stars.probe.grade(counts, PAPER_SCORING, response)``: the
     paper's comparison, its files being the paper's code's."""
 
     model: str | None

@@ -1,7 +1,8 @@
 """The probes by name, and the grid of a sweep: each probe's cells.
 
-A probe module is imported on first use. Under TYPE_CHECKING every one is assigned to the
-:class:`~needlescope.probes.base.Probe` protocol, so mypy checks that each provides it all.
+Which probes there are is the catalog's (catalog.py: each folder's declaration, and those
+registered); a probe's module is imported on first use. Each folder checks its module against
+the :class:`~needlescope.probes.base.Probe` protocol under TYPE_CHECKING, for mypy.
 """
 
 from __future__ import annotations
@@ -9,49 +10,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, cast
 
-from needlescope.config import ProbeConfig, SweepConfig
-from needlescope.grid import Cell
-from needlescope.probes.base import Probe
-
-MODULES = {
-    "recall": "needlescope.probes.recall",
-    "counting_stars": "needlescope.probes.counting_stars",
-    "goto": "needlescope.probes.goto",
-    "cases": "needlescope.probes.cases",
-    "rag": "needlescope.probes.rag",
-    # RULER's families (probes/ruler/)
-    "niah": "needlescope.probes.ruler.probe_niah",
-    "variable_tracking": "needlescope.probes.ruler.probe_vt",
-    "aggregation": "needlescope.probes.ruler.probe_aggregation",
-    "mrcr": "needlescope.probes.mrcr.probe",
-    "latent_list": "needlescope.probes.latent_list.probe",
-}
+from needlescope.probes import catalog
 
 if TYPE_CHECKING:
-    from needlescope.probes import cases, counting_stars, goto, rag, recall
-
-    _recall: Probe = recall
-    _counting_stars: Probe = counting_stars
-    _goto: Probe = goto
-    _cases: Probe = cases
-    _rag: Probe = rag
-
-    from needlescope.probes.latent_list import probe as latent_list
-    from needlescope.probes.mrcr import probe as mrcr
-    from needlescope.probes.ruler import probe_aggregation, probe_niah, probe_vt
-
-    _niah: Probe = probe_niah
-    _variable_tracking: Probe = probe_vt
-    _aggregation: Probe = probe_aggregation
-    _mrcr: Probe = mrcr
-    _latent_list: Probe = latent_list
+    from needlescope.config import ProbeConfig, SweepConfig
+    from needlescope.grid import Cell
+    from needlescope.probes.base import Probe
 
 
 def probe_module(name: str) -> Probe:
-    if name not in MODULES:
-        raise KeyError(f"unknown probe {name!r}; known: {', '.join(MODULES)}")
-    # Checked statically above: every module in MODULES is a Probe.
-    return cast(Probe, importlib.import_module(MODULES[name]))
+    # Each folder's declaration names a module its own TYPE_CHECKING block checks as a Probe.
+    return cast("Probe", importlib.import_module(catalog.spec(name).module))
 
 
 def expand_grid(config: SweepConfig) -> list[Cell]:

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from functools import cache
 
-from needlescope.probes.stars_templates import TEMPLATES as STARS_TEMPLATES
+from needlescope.probes.counting_stars.templates import TEMPLATES as STARS_TEMPLATES
 from needlescope.probes.templates import (
     CASES_TEMPLATES,
     GOTO_TEMPLATES,

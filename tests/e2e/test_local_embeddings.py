@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from needlescope.errors import NeedlescopeError, ProviderError
-from needlescope.probes import retrieval
+from needlescope.probes.rag import retrieval
 from needlescope.providers.local import LocalProvider, LocalServer
 
 pytestmark = pytest.mark.e2e

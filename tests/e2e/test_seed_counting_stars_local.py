@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from needlescope.probes.stars_counts import COUNTS, MISTAKEN
+from needlescope.probes.counting_stars.counts import COUNTS, MISTAKEN
 from needlescope.warehouse.store import Warehouse
 from tests.conftest import REPO, SHARED
 from tests.support import stars_paper as paper

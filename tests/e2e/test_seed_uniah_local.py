@@ -10,9 +10,11 @@ import pytest
 
 from needlescope.fitting import tokens
 from needlescope.haystack._fillers import SyntheticProseFiller
-from needlescope.probes import cases, rag, uniah
 from needlescope.probes.base import prompt_sha256
 from needlescope.probes.build import rebuild
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.cases import uniah
+from needlescope.probes.rag import probe as rag
 from needlescope.warehouse.report.drilldown import cell_of
 from needlescope.warehouse.store import Warehouse
 

@@ -13,8 +13,8 @@ import pytest
 
 from needlescope.config._file import load_config
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import recall
 from needlescope.probes.build import rebuild
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid
 from needlescope.warehouse.store import Warehouse
 

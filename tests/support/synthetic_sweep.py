@@ -22,9 +22,12 @@ from needlescope.grading import _judge as judge
 from needlescope.grading.recall import grade_recall
 from needlescope.grid._cells import Cell
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import cases, counting_stars, rag, recall
 from needlescope.probes.base import Context, Grade, answer_tables
 from needlescope.probes.build import build_context
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.counting_stars import probe as counting_stars
+from needlescope.probes.rag import probe as rag
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.rows import AnswerKey, analysis_rows, cell_row, table_rows

@@ -17,8 +17,9 @@ from needlescope.errors import ConfigError
 from needlescope.fitting._search import measure_text
 from needlescope.grading import keywords as keyword_rules
 from needlescope.haystack._fillers import PatternFiller, SyntheticProseFiller
-from needlescope.probes import case_file, cases
 from needlescope.probes.build import build_context
+from needlescope.probes.cases import case_file
+from needlescope.probes.cases import probe as cases
 
 REPO = Path(__file__).resolve().parents[2]
 EN_CASES = REPO / "configs" / "cases" / "en.yaml"

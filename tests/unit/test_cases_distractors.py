@@ -11,7 +11,7 @@ from needlescope.config._file import load_config
 from needlescope.config._sweep import FillerSpec
 from needlescope.errors import ConfigError
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import cases
+from needlescope.probes.cases import probe as cases
 from needlescope.probes.registry import expand_grid
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,14 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from needlescope.config._file import load_config
-from needlescope.config._sweep import CountingStarsProbe, SweepConfig, parse_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.fitting._search import fit_to_length
 from needlescope.grid._cells import Cell
 from needlescope.haystack._fillers import Filler, PatternFiller, SyntheticProseFiller
 from needlescope.haystack._insert import insert_needles
-from needlescope.probes import counting_stars as stars
 from needlescope.probes.base import Grade, Probe
 from needlescope.probes.build import build_context
+from needlescope.probes.counting_stars import probe as stars
+from needlescope.probes.counting_stars.entry import CountingStarsProbe
 from needlescope.probes.registry import expand_grid, probe_module
 from tests.conftest import REPO
 

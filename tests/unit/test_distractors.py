@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from needlescope.errors import ConfigError
 from needlescope.haystack._fillers import SyntheticProseFiller
-from needlescope.probes.case_file import parse_cases
-from needlescope.probes.cases import needle_depths
-from needlescope.probes.distractors import (
+from needlescope.probes.cases.case_file import parse_cases
+from needlescope.probes.cases.distractors import (
     DISTRACTOR_KEYS,
     Distractor,
     Distractors,
@@ -24,6 +23,7 @@ from needlescope.probes.distractors import (
     place,
     spread_depths,
 )
+from needlescope.probes.cases.probe import needle_depths
 
 SHIPPED = Path(__file__).resolve().parents[2] / "configs/cases/distractors.yaml"
 NEEDLES = [

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from needlescope.grading.recall import grade_recall, lcs_anchors
-from needlescope.probes import recall as recall_probe
+from needlescope.probes.recall import probe as recall_probe
 
 SEED_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "seed_recall_results"
 

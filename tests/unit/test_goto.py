@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from needlescope.config._sweep import GotoProbe, SweepConfig, parse_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.errors import ConfigError
 from needlescope.grid._cells import Cell
-from needlescope.probes import goto
 from needlescope.probes.base import NeedleResult
+from needlescope.probes.goto import probe as goto
+from needlescope.probes.goto.entry import GotoProbe
 from needlescope.probes.registry import probe_module
 
 LINE = re.compile(r"^line (\d+): REGISTER_CONTENT is <(\d+)>$")

@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from needlescope.config._file import load_config
-from needlescope.config._sweep import GotoProbe, SweepConfig, parse_config
+from needlescope.config._sweep import SweepConfig, parse_config
 from needlescope.errors import ConfigError
 from needlescope.grading.by_hand import grade_one
 from needlescope.grid._cells import Cell
-from needlescope.probes import goto
+from needlescope.probes.goto import probe as goto
+from needlescope.probes.goto.entry import GotoProbe
 
 SEED_INSTRUCTION = (
     "[EXECUTE THIS]: Go to line {k} and report only REGISTER_CONTENT, without any context or "

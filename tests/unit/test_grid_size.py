@@ -9,7 +9,7 @@ import pytest
 from needlescope.config._file import load_config
 from needlescope.config._sweep import parse_config
 from needlescope.grid._size import grid_sizes
-from needlescope.probes import recall
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_with_probes, probe_module
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from needlescope.imports.counting_stars import (
     star_scores,
 )
 from needlescope.imports.records import Source, StarsAnswer
-from needlescope.probes import counting_stars as stars
+from needlescope.probes.counting_stars import probe as stars
 from tests.conftest import REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "imports" / "counting_stars" / "results"

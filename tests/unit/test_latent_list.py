@@ -19,10 +19,10 @@ from needlescope.probes.latent_list import (
     question,
     read_list,
     read_number,
-    score,
     statements_in,
 )
 from needlescope.probes.latent_list.program import MAX_LENGTH, OPERATIONS, QUERIES
+from needlescope.probes.latent_list.score import score
 
 
 def run(lines: list[str]) -> dict[str, Any]:

@@ -17,17 +17,16 @@ from needlescope.probes.mrcr import (
     OPENAI_BINS,
     afit_conversation,
     content_tokens,
-    conversation,
     final_question,
     fit_conversation,
     grade,
     length_bin,
     openai_grade,
     ordinal,
-    score,
 )
-from needlescope.probes.mrcr.conversation import NONCE_LENGTH, draw_nonce
+from needlescope.probes.mrcr.conversation import NONCE_LENGTH, conversation, draw_nonce
 from needlescope.probes.mrcr.pieces import FORMS, MIN_WORDS, TOPICS, piece, request
+from needlescope.probes.mrcr.score import score
 from needlescope.providers.base import Message
 
 COUNT = content_tokens(tokens.count)

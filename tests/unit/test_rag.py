@@ -17,10 +17,12 @@ from needlescope.config._sweep import parse_config
 from needlescope.errors import ConfigError, LengthError
 from needlescope.fitting._search import measure_text
 from needlescope.haystack._fillers import SyntheticProseFiller
-from needlescope.probes import cases, rag, retrieval
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
-from needlescope.probes.retrieval import Chunk
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.rag import probe as rag
+from needlescope.probes.rag import retrieval
+from needlescope.probes.rag.retrieval import Chunk
 
 REPO = Path(__file__).resolve().parents[2]
 EN_CASES = REPO / "configs" / "cases" / "en.yaml"

@@ -23,7 +23,7 @@ from needlescope.grading.recall import (
     needle_outcomes,
     read_reply,
 )
-from needlescope.probes import recall as recall_probe
+from needlescope.probes.recall import probe as recall_probe
 from tests.unit.test_recall_grading import seed_lcs_anchors
 
 distinct_needles = st.lists(st.integers(0, 20), max_size=12, unique=True)

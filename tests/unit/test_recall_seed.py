@@ -20,7 +20,7 @@ from needlescope.grading.recall import extract_answer, grade_recall, read_reply
 from needlescope.haystack._fillers import PatternFiller
 from needlescope.haystack._insert import insert_at
 from needlescope.haystack._needle_ranges import parse_needle_ranges, seed_positions
-from needlescope.probes import recall
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid
 from needlescope.probes.templates import RECALL_TEMPLATES
 

@@ -18,7 +18,7 @@ from needlescope.grid._cells import Cell
 from needlescope.haystack._fillers import Filler, PatternFiller, filler_from_spec
 from needlescope.probes.base import BuildTools, Context, answer_tables, prompt_sha256
 from needlescope.probes.registry import expand_grid, probe_module
-from needlescope.probes.ruler import probe as ruler
+from needlescope.probes.ruler import common as ruler
 from needlescope.probes.ruler.templates import TEMPLATES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ from needlescope.fitting import tokens
 from needlescope.fitting._search import measure_text
 from needlescope.grid._cells import Cell
 from needlescope.haystack._fillers import PatternFiller
-from needlescope.probes import recall
 from needlescope.probes.base import BuildTools, Context
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid
 
 LENGTH = 4000

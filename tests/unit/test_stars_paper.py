@@ -19,12 +19,12 @@ from needlescope.errors import ConfigError, LengthError
 from needlescope.grid._cells import Cell
 from needlescope.grid._plan import plan
 from needlescope.haystack._fillers import PaperCorpusFiller, filler_from_spec
-from needlescope.probes import counting_stars as stars
 from needlescope.probes.build import build_context
+from needlescope.probes.counting_stars import probe as stars
+from needlescope.probes.counting_stars.counts import COUNTS, MISTAKEN
+from needlescope.probes.counting_stars.paper import paper_counts, splice
+from needlescope.probes.counting_stars.templates import TEMPLATES
 from needlescope.probes.registry import expand_grid
-from needlescope.probes.stars_counts import COUNTS, MISTAKEN
-from needlescope.probes.stars_paper import paper_counts, splice
-from needlescope.probes.stars_templates import TEMPLATES
 from tests.conftest import SHARED
 from tests.support.stars_paper import (
     ASK_EN,

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from needlescope.config._sweep import parse_config
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import counting_stars as stars
 from needlescope.probes.base import Grade
+from needlescope.probes.counting_stars import probe as stars
+from needlescope.probes.counting_stars.templates import TEMPLATES
 from needlescope.probes.registry import expand_grid
-from needlescope.probes.stars_templates import TEMPLATES
 
 PAPER = dict(stars.PAPER_SCORING)
 OWN: dict[str, Any] = {}

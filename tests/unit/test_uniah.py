@@ -23,8 +23,10 @@ from needlescope.grading import keywords as keyword_rules
 from needlescope.haystack import chunking
 from needlescope.haystack._fillers import SyntheticProseFiller
 from needlescope.haystack._insert import last_sentence_end
-from needlescope.probes import case_file, cases, rag, uniah
 from needlescope.probes.build import build_context, rebuild
+from needlescope.probes.cases import case_file, uniah
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.rag import probe as rag
 from needlescope.probes.registry import expand_grid
 from needlescope.providers.base import Message
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from needlescope.probes import cases
-from needlescope.probes.registry import MODULES, probe_module
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.catalog import specs
+from needlescope.probes.registry import probe_module
 from needlescope.warehouse.store.tool_import import TOOLS, tool_epoch
 
 
-def sql(name: str) -> str:
-    return resources.files("needlescope.warehouse.store").joinpath(name).read_text()
+def sql(name: str, package: str = "needlescope.warehouse.store") -> str:
+    return resources.files(package).joinpath(name).read_text()
 
 
 def named_probes(text: str, view: str) -> set[str]:
@@ -22,15 +23,17 @@ def named_probes(text: str, view: str) -> set[str]:
 
 
 def test_distractor_results_names_every_probe_grading_distractors() -> None:
-    grading = {name for name in MODULES if probe_module(name).grade is cases.grade}
+    grading = {name for name in specs() if probe_module(name).grade is cases.grade}
     assert grading == {"cases", "rag"}
-    assert named_probes(sql("views_distractors.sql"), "distractor_results") == grading
+    views = sql("views_distractors.sql", "needlescope.warehouse.probes.cases")
+    assert named_probes(views, "distractor_results") == grading
 
 
 def test_ruler_outcomes_names_every_ruler_family() -> None:
-    families = {name for name, module in MODULES.items() if ".ruler." in module}
-    assert named_probes(sql("views_ruler.sql"), "ruler_outcomes") == families
-    assert named_probes(sql("views_ruler.sql"), "ruler_results") == families
+    families = {name for name, spec in specs().items() if spec.ruler}
+    views = sql("views.sql", "needlescope.warehouse.probes.ruler")
+    assert named_probes(views, "ruler_outcomes") == families
+    assert named_probes(views, "ruler_results") == families
 
 
 def test_imported_cells_reads_the_epochs_imports_write() -> None:

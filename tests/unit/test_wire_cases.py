@@ -20,9 +20,9 @@ from needlescope.config._sweep import ModelConfig, parse_config
 from needlescope.errors import ProviderError
 from needlescope.grading.validity import VALUES, validity_of
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import recall
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.providers.base import Reply
 from needlescope.providers.open import open_provider

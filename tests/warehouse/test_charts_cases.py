@@ -16,15 +16,18 @@ from typing import Any
 import duckdb
 import pytest
 
-from needlescope.config._sweep import CasesProbe, RagProbe, parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.fitting._search import measure_text
 from needlescope.grading import _judge as judge
 from needlescope.haystack._fillers import SyntheticProseFiller
-from needlescope.probes import cases, rag
 from needlescope.probes.base import Context
 from needlescope.probes.build import build_context
-from needlescope.warehouse.charts import cases as charts_cases
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.cases.entry import CasesProbe
+from needlescope.probes.rag import probe as rag
+from needlescope.probes.rag.entry import RagProbe
 from needlescope.warehouse.charts import vega
+from needlescope.warehouse.probes.cases import charts as charts_cases
 from needlescope.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]

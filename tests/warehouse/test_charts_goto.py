@@ -9,10 +9,11 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.config._sweep import GotoProbe, parse_config
+from needlescope.config._sweep import parse_config
 from needlescope.grid._cells import Cell
-from needlescope.probes import goto
-from needlescope.warehouse.charts import goto as charts_goto
+from needlescope.probes.goto import probe as goto
+from needlescope.probes.goto.entry import GotoProbe
+from needlescope.warehouse.probes.goto import charts as charts_goto
 from needlescope.warehouse.store import Warehouse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

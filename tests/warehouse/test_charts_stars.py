@@ -10,9 +10,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from needlescope.probes import counting_stars as stars
+from needlescope.probes.counting_stars import probe as stars
 from needlescope.provenance._hashing import canonical_json
-from needlescope.warehouse.charts import counting_stars as charts_stars
+from needlescope.warehouse.probes.counting_stars import charts as charts_stars
 from needlescope.warehouse.store import Warehouse
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

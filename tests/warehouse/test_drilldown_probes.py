@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 from needlescope.probes.base import Context
-from needlescope.warehouse.charts import cases as charts_cases
 from needlescope.warehouse.charts import vega
+from needlescope.warehouse.probes.cases import charts as charts_cases
 from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report import page as report
 from needlescope.warehouse.report.drilldown import assemble as drilldown_collect

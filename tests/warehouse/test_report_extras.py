@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from needlescope.config._sweep import parse_config
 from needlescope.flows.cli._app import app
 from needlescope.haystack._fillers import filler_from_spec
-from needlescope.probes import recall
 from needlescope.probes.build import build_context
+from needlescope.probes.recall import probe as recall
 from needlescope.probes.registry import expand_grid
 from needlescope.warehouse.report import drilldown
 from needlescope.warehouse.report.drilldown import assemble as drilldown_collect

@@ -207,7 +207,9 @@ def test_drilldown_finds_the_niah_answers_and_rebuilds_their_prompts(built: Buil
     from needlescope.warehouse.report import drilldown
 
     con = built.store.connect()
-    target = drilldown.niah_target(drilldown.page_id("niah", "depth_heatmap"))
+    from needlescope.warehouse.probes.ruler.report import niah_target
+
+    target = niah_target(drilldown.page_id("niah", "depth_heatmap"))
     collected = drilldown.collect(con, [target], source="results")
     groups = json.dumps(collected, default=str)
     # every niah answer is behind a heatmap cell; their haystacks were rebuilt, none refused

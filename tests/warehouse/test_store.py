@@ -207,7 +207,7 @@ def test_results_flag_prompts_off_their_planned_length(tmp_path: Path) -> None:
 def test_uncounted_replies_stay_out_of_the_seeds_counts(tmp_path: Path) -> None:
     # The seed's rule: an empty reply is neither answered nor a parse failure; an answer whose
     # keys its analysis could not order is answered but left out of the graded count and mean.
-    from needlescope.probes import recall
+    from needlescope.probes.recall import probe as recall
 
     replies = ['{"1": 1111, "2": 2222}', '{"1": 1111}', "no JSON", "", '{"01": 1111, "2": 2}']
     graded = recall.grade_batch([[1111, 2222]] * 5, [{}] * 5, replies)

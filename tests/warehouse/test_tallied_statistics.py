@@ -13,6 +13,7 @@ import duckdb
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from needlescope.warehouse.probes.cases import report as cases_report
 from needlescope.warehouse.report.drilldown import select, targets
 from needlescope.warehouse.stats import accuracy, tallied
 from needlescope.warehouse.stats import summaries as stats
@@ -80,7 +81,7 @@ def check_intervals_and_unstable(con: duckdb.DuckDBPyConnection) -> None:
 def check_drilldown(con: duckdb.DuckDBPyConnection) -> None:
     """The drill-down's counts from the tallies and its picks from the latest epochs first
     equal those over a copy of `results`."""
-    for target in (targets.recall_target("recall", []), targets.cases_target([], [])):
+    for target in (targets.recall_target("recall", []), cases_report.cases_target([], [])):
         fast = select.config_counts(con, target, "results").sort("key")
         same(fast, select.config_counts(con, target, "snap").sort("key"))
         for per_cell in (1, 2, 8):

@@ -26,8 +26,8 @@ import duckdb
 import polars as pl
 
 from needlescope.errors import WarehouseError
-from needlescope.grading import RULER_PROBES
-from needlescope.probes.order import probe_rank
+from needlescope.grading import ruler_family
+from needlescope.probes.catalog import rank as probe_rank
 from needlescope.warehouse.charts import recall, render, vega
 from needlescope.warehouse.report import data, drilldown, extras
 from needlescope.warehouse.report.figures import ProbeCharts, probe_figures
@@ -168,7 +168,7 @@ def _figures(probe: data.ProbeData, own: ProbeCharts | None) -> list[recall.Figu
     if own is None:
         return shown
     # RULER's probes read no format: an answer never fails to parse.
-    parses = probe.probe not in RULER_PROBES
+    parses = not ruler_family(probe.probe)
     kept = [f for f in shown if f.name == "parse_failures_by_length" and parses]
     return kept + [recall.Figure(name, chart) for name, chart in own.figures]
 

@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 
 from needlescope.grading import default_threshold
-from needlescope.probes.order import ordered
+from needlescope.probes.catalog import ordered
 from needlescope.warehouse.stats import accuracy, drift, tallied
 from needlescope.warehouse.store.figures import UNSTABLE_RANGE
 

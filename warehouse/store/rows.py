@@ -18,7 +18,7 @@ from needlescope.grading.recall import RecallGrade, analyze_errors
 from needlescope.grid import Cell
 from needlescope.haystack import storable_values
 from needlescope.probes.base import Context, Grade
-from needlescope.probes.recall import error_tables
+from needlescope.probes.recall.probe import error_tables
 from needlescope.provenance import Fingerprint, template_sha256
 from needlescope.providers.base import Reply
 

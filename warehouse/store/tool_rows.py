@@ -25,9 +25,10 @@ from typing import Any, Final
 from needlescope.grading import UNKNOWN
 from needlescope.imports import CaseAnswer, RulerAnswer, StarsAnswer
 from needlescope.imports.ruler import is_null, score
-from needlescope.probes import cases, counting_stars
 from needlescope.probes.base import Grade
-from needlescope.probes.case_file import default_keywords
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.cases.case_file import default_keywords
+from needlescope.probes.counting_stars import probe as counting_stars
 from needlescope.provenance import canonical_json, short_hash
 
 # Bump when the meaning of an imported cell changes, so old and new ones never share an id.

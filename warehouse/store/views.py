@@ -1,4 +1,4 @@
-"""The views' SQL: views.sql, each probe's views_<probe>.sql and the generated figure views,
+"""The views' SQL: views.sql, each probe's views (warehouse/probes/) and the generated figure views,
 over a connection's file snapshot (with the needle tallies of the rollups), or over globs for
 the views file of the ``duckdb`` CLI."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from needlescope.warehouse import probes
 from needlescope.warehouse.store import rollups
 from needlescope.warehouse.store.compaction import Snapshot, snapshot, table_sql, use_snapshot
 from needlescope.warehouse.store.figures import POSITION_ACCURACY_VIEW
@@ -23,12 +24,14 @@ from needlescope.warehouse.store.schema import TABLES
 
 
 def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
-    """views.sql, then each probe's views_<probe>.sql (they build on the shared views). The
+    """views.sql, each probe's views (warehouse/probes/; they build on the shared views), then
+    views_imports.sql (other tools' imports). The
     tables are read from the connection's snapshot variables, or with ``live_from`` (the
     parquet folder and a snapshot) from globs that see later appends (compaction.table_sql)."""
     folder = resources.files("needlescope.warehouse.store")
-    names = ["views.sql", *probe_view_files()]
-    text = "\n".join(folder.joinpath(name).read_text() for name in names)
+    text = "\n".join(
+        (folder.joinpath("views.sql").read_text(), probes.views_sql(), _read("views_imports.sql"))
+    )
 
     text += (
         POSITION_ACCURACY_VIEW + RESULT_EPOCHS_VIEW + ACCURACY_BY_LENGTH_VIEW + RECALL_STATS_VIEW
@@ -36,12 +39,8 @@ def views_sql(live_from: tuple[Path, Snapshot] | None = None) -> str:
     return _bound(text, live_from)
 
 
-def probe_view_files() -> list[str]:
-    """The probes' own views files (views_<probe>.sql), in the order they are created."""
-    folder = resources.files("needlescope.warehouse.store")
-    return sorted(
-        f.name for f in folder.iterdir() if f.name.startswith("views_") and f.name.endswith(".sql")
-    )
+def _read(name: str) -> str:
+    return resources.files("needlescope.warehouse.store").joinpath(name).read_text()
 
 
 def _bound(sql: str, live_from: tuple[Path, Snapshot] | None = None) -> str:

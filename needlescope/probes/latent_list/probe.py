@@ -11,11 +11,12 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from needlescope.config import LatentListProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid import Cell, filler_identity, model_fields
 from needlescope.haystack import Filler
 from needlescope.probes.base import Grade, Rendered, figures_as_detail, grade_each, render_again
 from needlescope.probes.build import default_build
+from needlescope.probes.latent_list.entry import LatentListProbe
 from needlescope.probes.latent_list.program import GENERATOR_VERSION, Program, Query, generate
 from needlescope.probes.latent_list.render import TEMPLATES, haystack, question
 from needlescope.probes.latent_list.score import grade as grade_latent

@@ -12,24 +12,46 @@ with a nonce prepended. Scored by OpenAI's rule (score.py).
 - score.py: OpenAI's ratio, the nonce hit, the occurrence the answer reproduced
 """
 
-from needlescope.probes.mrcr.conversation import (
-    Conversation,
-    conversation,
-    final_question,
-    ordinal,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from needlescope._exports import lazy_exports
+from needlescope.probes.spec import ProbeSpec
+
+if TYPE_CHECKING:
+    from needlescope.probes.base import Probe
+    from needlescope.probes.mrcr import probe as _module0
+    from needlescope.probes.mrcr.conversation import (
+        Conversation,
+        final_question,
+        ordinal,
+    )
+    from needlescope.probes.mrcr.fit import (
+        OPENAI_BINS,
+        Fitted,
+        afit_conversation,
+        content_tokens,
+        fit_conversation,
+        length_bin,
+    )
+    from needlescope.probes.mrcr.score import (
+        MrcrScore,
+        grade,
+        openai_grade,
+    )
+
+    _checked0: Probe = _module0  # mypy checks the module against the protocol
+
+PROBES = (
+    ProbeSpec(
+        "mrcr", "needlescope.probes.mrcr.probe", "needlescope.probes.mrcr.entry:MrcrProbe", 80
+    ),
 )
-from needlescope.probes.mrcr.fit import (
-    OPENAI_BINS,
-    Fitted,
-    afit_conversation,
-    content_tokens,
-    fit_conversation,
-    length_bin,
-)
-from needlescope.probes.mrcr.score import MrcrScore, grade, openai_grade, score
 
 __all__ = [
     "OPENAI_BINS",
+    "PROBES",
     "Conversation",
     "Fitted",
     "MrcrScore",
@@ -44,3 +66,21 @@ __all__ = [
     "ordinal",
     "score",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Conversation": ".conversation",
+        "Fitted": ".fit",
+        "MrcrScore": ".score",
+        "OPENAI_BINS": ".fit",
+        "afit_conversation": ".fit",
+        "content_tokens": ".fit",
+        "final_question": ".conversation",
+        "fit_conversation": ".fit",
+        "grade": ".score",
+        "length_bin": ".fit",
+        "openai_grade": ".score",
+        "ordinal": ".conversation",
+    },
+)

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from needlescope.config import MrcrProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid import Cell, model_fields
 from needlescope.haystack import PROSE_VERSION, Filler
 from needlescope.probes.base import (
@@ -27,6 +27,7 @@ from needlescope.probes.base import (
     render_again,
 )
 from needlescope.probes.mrcr.conversation import GENERATOR_VERSION, conversation
+from needlescope.probes.mrcr.entry import MrcrProbe
 from needlescope.probes.mrcr.fit import afit_conversation
 from needlescope.probes.mrcr.score import grade as grade_mrcr
 from needlescope.provenance import canonical_json

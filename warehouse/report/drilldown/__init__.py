@@ -16,13 +16,10 @@ from needlescope.warehouse.report.drilldown.rebuild import (
 from needlescope.warehouse.report.drilldown.targets import (
     HEATMAPS,
     Target,
-    cases_target,
     cell_key,
     key_part,
-    niah_target,
     page_id,
     recall_target,
-    stars_target,
 )
 
 __all__ = [
@@ -31,16 +28,13 @@ __all__ = [
     "ContextUnavailable",
     "Rebuilder",
     "Target",
-    "cases_target",
     "cell_key",
     "cell_of",
     "collect",
     "key_part",
     "locate",
-    "niah_target",
     "page_id",
     "recall_target",
     "section_parts",
     "snippets",
-    "stars_target",
 ]

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from needlescope.warehouse.charts import cases as charts_cases
-from needlescope.warehouse.charts import counting_stars as charts_stars
 from needlescope.warehouse.charts import shared as charts
 from needlescope.warehouse.report.html import anchor
 from needlescope.warehouse.store import figures
@@ -47,28 +45,6 @@ AXIS_SQL: dict[str, str] = {
     "mode": "CASE WHEN s.probe = 'rag' THEN 'rag' ELSE 'llm' END",
     **CELL_AXIS_SQL,
 }
-STARS_AXES = (
-    "model",
-    "length",
-    "length_unit",
-    "stars",
-    "language",
-    "order",
-    "reasoning",
-    "filler",
-    "prompt_version",
-)
-CASES_AXES = (
-    "model",
-    "case",
-    "mode",
-    "rag_mode",
-    "filler",
-    "prompt_version",
-    "length",
-    "length_unit",
-    "depth",
-)
 
 
 @dataclass(frozen=True)
@@ -136,7 +112,7 @@ def chart_ids(probe: str) -> dict[str, str]:
     return {page_id(probe, name): name for name in HEATMAPS}
 
 
-_MODEL_VARIANT_LENGTH = (
+MODEL_VARIANT_LENGTH = (
     Field("model"),
     Field("variant", absent="all"),
     Field("length", "length {}"),
@@ -156,69 +132,11 @@ def recall_target(probe: str, variants: Sequence[str]) -> Target:
         name=probe,
         probes=(probe,),
         axes=GROUP_AXES,
-        fields=_MODEL_VARIANT_LENGTH,
+        fields=MODEL_VARIANT_LENGTH,
         label=lambda frame: charts.with_label(frame, axes, "variant"),
         heatmaps=tuple(
             _recall_heatmap(chart_id, name) for chart_id, name in chart_ids(probe).items()
         ),
-    )
-
-
-def stars_target(variants: Sequence[str], chart_id: str) -> Target:
-    """Counting-Stars' star-index heatmap: ``variants`` are the axes its blocks are labelled
-    with (``charts_stars.variant_axes`` of the frame it was drawn from)."""
-    axes = list(variants)
-    return Target(
-        name="counting_stars",
-        probes=("counting_stars",),
-        axes=STARS_AXES,
-        fields=_MODEL_VARIANT_LENGTH,
-        label=lambda frame: charts_stars.label(frame, axes, "variant"),
-        heatmaps=(Heatmap(chart_id, "Stars found", "needle_index", "star {}"),),
-    )
-
-
-def cases_target(panel_axes: Sequence[str], heatmaps: Sequence[tuple[str, str]]) -> Target:
-    """The needle cases' depth × length heatmaps ((chart id, title) each), LLM and RAG
-    answers alike: ``panel_axes`` are those their panels are labelled with
-    (``charts_cases.panel_axes`` of the grid they were drawn from)."""
-    axes = list(panel_axes)
-    return Target(
-        name="cases",
-        probes=("cases", "rag"),
-        axes=CASES_AXES,
-        fields=(
-            Field("panel"),
-            Field("setting"),
-            Field("length", "length {}"),
-            Field("depth", "depth {}%"),
-        ),
-        label=lambda frame: charts_cases.cell_labels(frame, axes),
-        heatmaps=tuple(Heatmap(chart_id, title, "depth") for chart_id, title in heatmaps),
-        accuracy="keyword accuracy",
-    )
-
-
-NIAH_AXES = ("model", "niah_preset", "length", "niah_depth")
-
-
-def niah_target(chart_id: str) -> Target:
-    """RULER niah's depth × length heatmap: a block per preset, a panel per model."""
-    return Target(
-        name="niah",
-        probes=("niah",),
-        axes=NIAH_AXES,
-        fields=(
-            Field("model"),
-            Field("preset"),
-            Field("length", "length {}"),
-            Field("depth", "depth {}%"),
-        ),
-        label=lambda frame: frame.with_columns(
-            pl.col("niah_preset").alias("preset"), pl.col("niah_depth").alias("depth")
-        ),
-        heatmaps=(Heatmap(chart_id, "RULER niah score", "depth"),),
-        accuracy="string_match_all",
     )
 
 

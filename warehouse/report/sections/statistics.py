@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from needlescope.grading import RULER_PROBES, SEED_THRESHOLD, default_threshold
+from needlescope.grading import SEED_THRESHOLD, default_threshold, ruler_family
 from needlescope.warehouse.report.html import (
     anchor,
     esc,
@@ -310,7 +310,7 @@ def section(
             f"<h4>Effective context length (threshold {chosen:g}%)</h4>",
             (
                 ruler_effective(con, probe, chosen, seed)
-                if probe in RULER_PROBES
+                if ruler_family(probe)
                 else _effective(con, probe, chosen, seed)
             ),
             "<h4>Drift</h4>",

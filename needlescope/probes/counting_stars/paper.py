@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from needlescope.probes.stars_counts import COUNTS, MISTAKEN
+from needlescope.probes.counting_stars.counts import COUNTS, MISTAKEN
 
 
 def paper_counts(m: int) -> tuple[list[int], list[int]]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from needlescope.config import CWE_PARAMETERS, FWE_PARAMETERS, AggregationProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid import Cell
 from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, Rendered, grade_each, render_again
 from needlescope.probes.ruler import aggregation as agg
-from needlescope.probes.ruler import probe as ruler
+from needlescope.probes.ruler import common as ruler
+from needlescope.probes.ruler.entry import CWE_PARAMETERS, FWE_PARAMETERS, AggregationProbe
 from needlescope.probes.ruler.prompt import RulerPrompt
 from needlescope.probes.ruler.templates import Family
 

@@ -1,6 +1,5 @@
-"""The probe entries of RULER's families (needlescope/probes/ruler/): ``niah``,
-``variable_tracking`` and ``aggregation``, in RULER's parameter names (part of
-config_probes.py's union; ``needlescope.config._sweep`` is the front door)."""
+"""The config entries of RULER's families: ``niah``, ``variable_tracking`` and
+``aggregation``, in RULER's parameter names."""
 
 from __future__ import annotations
 
@@ -8,13 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from needlescope.config._models import Frozen
-
-# Token lengths: whole numbers only (`true` or `1.5` in YAML is a mistake, not 1).
-Count = Annotated[int, Field(gt=0, le=100_000_000, strict=True)]
+from needlescope.config import Count, ProbeEntry
 
 
-class RulerProbeBase(Frozen):
+class RulerProbeBase(ProbeEntry):
     """What RULER's three probes share: token lengths as RULER counts them, its prompts, and
     how its answer prefix is sent."""
 

@@ -11,12 +11,13 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-from needlescope.config import NiahProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid import Cell, filler_identity
 from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, Rendered, grade_each, render_again
+from needlescope.probes.ruler import common as ruler
 from needlescope.probes.ruler import niah
-from needlescope.probes.ruler import probe as ruler
+from needlescope.probes.ruler.entry import NiahProbe
 from needlescope.probes.ruler.prompt import RulerPrompt
 
 NAME = "niah"

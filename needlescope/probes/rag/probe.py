@@ -22,12 +22,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope.config import RagProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.errors import ConfigError, LengthError, MissingFacts
 from needlescope.fitting import fit_to_length, tokens
 from needlescope.grid import Cell, filler_identity, model_fields
 from needlescope.haystack import Filler, chunking
-from needlescope.probes import cases, uniah
 from needlescope.probes.base import (
     BuildTools,
     Context,
@@ -38,7 +37,10 @@ from needlescope.probes.base import (
     grade_each,
 )
 from needlescope.probes.build import measure_rendered
-from needlescope.probes.retrieval import (
+from needlescope.probes.cases import probe as cases
+from needlescope.probes.cases import uniah
+from needlescope.probes.rag.entry import RagProbe
+from needlescope.probes.rag.retrieval import (
     Chunk,
     Mode,
     arrange,

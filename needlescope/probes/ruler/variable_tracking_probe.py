@@ -8,13 +8,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from needlescope.config import SweepConfig, VariableTrackingProbe
+from needlescope.config import SweepConfig
 from needlescope.errors import MissingFacts
 from needlescope.grid import Cell
 from needlescope.haystack import Filler
 from needlescope.probes.base import BuildTools, Context, Rendered, grade_each
-from needlescope.probes.ruler import probe as ruler
+from needlescope.probes.ruler import common as ruler
 from needlescope.probes.ruler import variable_tracking as vt
+from needlescope.probes.ruler.entry import VariableTrackingProbe
 from needlescope.probes.ruler.prompt import RulerPrompt
 
 NAME = "variable_tracking"

@@ -15,12 +15,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from needlescope.config import GotoProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.errors import LengthError
 from needlescope.grid import Cell, model_fields
 from needlescope.haystack import Filler
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
 from needlescope.probes.build import default_build
+from needlescope.probes.goto.entry import GotoProbe
 from needlescope.probes.templates import GOTO_SEED as SEED_TEMPLATE
 from needlescope.probes.templates import GOTO_TEMPLATES
 from needlescope.provenance import canonical_json

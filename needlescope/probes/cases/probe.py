@@ -24,15 +24,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from needlescope.config import CasesProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grading.keywords import RECALLED_SHARE, needle_recall
 from needlescope.grid import Cell, filler_identity, model_fields
 from needlescope.haystack import Filler, Inserted, insert_needles, last_sentence_end
-from needlescope.probes import uniah
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, joined, render_again
 from needlescope.probes.build import default_build
-from needlescope.probes.case_file import Case, load_cases
-from needlescope.probes.distractors import Distractors, distractor_hit, load_distractors, place
+from needlescope.probes.cases import uniah
+from needlescope.probes.cases.case_file import Case, load_cases
+from needlescope.probes.cases.distractors import (
+    Distractors,
+    distractor_hit,
+    load_distractors,
+    place,
+)
+from needlescope.probes.cases.entry import CasesProbe
 from needlescope.probes.templates import CASES_TEMPLATES, UNIAH
 from needlescope.provenance import canonical_json
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from needlescope.config import ModelConfig, RulerProbeBase, SweepConfig
+from needlescope.config import ModelConfig, SweepConfig
 from needlescope.grid import Cell, model_fields
 from needlescope.probes.base import BuildTools, Context, Grade, NeedleResult, Rendered
 from needlescope.probes.build import measure_rendered
+from needlescope.probes.ruler.entry import RulerProbeBase
 from needlescope.probes.ruler.fit import Fitted
 from needlescope.probes.ruler.prompt import AnswerPrefixMode, RulerPrompt, prompt_messages
 from needlescope.probes.ruler.scoring import match_all

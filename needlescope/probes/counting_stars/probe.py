@@ -36,13 +36,14 @@ from typing import Any
 
 import json_repair
 
-from needlescope.config import CountingStarsProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.grid import Cell, filler_identity, model_fields
 from needlescope.haystack import Filler, insert_needles
 from needlescope.probes.base import Grade, NeedleResult, Rendered, grade_each, render_again
 from needlescope.probes.build import default_build
-from needlescope.probes.stars_paper import paper_counts, splice
-from needlescope.probes.stars_templates import TEMPLATES
+from needlescope.probes.counting_stars.entry import CountingStarsProbe
+from needlescope.probes.counting_stars.paper import paper_counts, splice
+from needlescope.probes.counting_stars.templates import TEMPLATES
 from needlescope.provenance import canonical_json
 
 NAME = "counting_stars"

@@ -26,7 +26,7 @@ import yaml
 from needlescope.errors import ConfigError
 from needlescope.grading.keywords import RECALLED_SHARE, keyword_found, needle_recall
 from needlescope.haystack import insert_needles
-from needlescope.probes.case_file import default_keywords
+from needlescope.probes.cases.case_file import default_keywords
 
 DISTRACTOR_KEYS = frozenset({"distractors", "distractor_depths"})
 HIT_SHARE = RECALLED_SHARE

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from needlescope.config import RecallProbe, SweepConfig
+from needlescope.config import SweepConfig
 from needlescope.errors import LengthError
 from needlescope.grading.recall import ErrorAnalysis, grade_recall_batch
 from needlescope.grid import Cell, ModelFields, filler_identity, model_fields
@@ -41,6 +41,7 @@ from needlescope.probes.base import (
     render_again,
 )
 from needlescope.probes.build import default_build
+from needlescope.probes.recall.entry import RecallProbe
 from needlescope.probes.templates import RECALL_TEMPLATES, SEED_TEMPLATES
 from needlescope.provenance import canonical_json
 
