@@ -15,7 +15,7 @@ Two judge prompts (``judge_prompt:`` of a cases / rag probe):
 ``judge_request`` builds the request and ``read_verdict`` reads the reply for either; ``judge``
 runs the whole exchange (tries included) for the sweep, ``needlescope grade --judge`` and the
 tests alike, and returns the flat ``judge_*`` keys merged into the answer's ``detail``, where
-the views read them (``results.judge_score``, warehouse/views_cases.sql).
+the views read them (``results.judge_score``, warehouse/probes/cases/views.sql).
 
 Disagreement rule: the judge calls an answer correct when its score is at least ``JUDGE_PASS``
 (7: "most of the facts, nothing wrong" in the rubric); keyword recall calls it correct when its

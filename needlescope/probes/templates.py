@@ -1,8 +1,8 @@
 """Versioned prompt templates of the probes, by name. A released version never changes: edit by
 adding a new version. Data only: config validation reads the names without importing a probe.
 
-Counting-Stars' templates are in stars_templates.py; U-NIAH's prompts (``uniah``, ``uniah-rag``)
-are built in uniah.py.
+Counting-Stars' templates are in counting_stars/templates.py; U-NIAH's prompts (``uniah``,
+``uniah-rag``) are built in cases/uniah.py.
 """
 
 from __future__ import annotations

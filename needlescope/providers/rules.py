@@ -14,7 +14,7 @@ from needlescope.providers.reasoning import anthropic_thinking, bare_name, camel
 
 
 class Generation(Protocol):
-    """What the rules read of a model's generation settings (config_models.Generation)."""
+    """What the rules read of a model's generation settings (needlescope.config's Generation)."""
 
     @property
     def temperature(self) -> float | None: ...
@@ -26,7 +26,8 @@ class Generation(Protocol):
     def extra(self) -> Mapping[str, Any]: ...
 
 
-DEFAULT_TEMPERATURE = 0.0  # needlescope's, when a config gives none (config_models.Generation)
+# needlescope's, when a config gives none (needlescope.config's Generation)
+DEFAULT_TEMPERATURE = 0.0
 ANTHROPIC_MIN_THINKING = 1024
 # Gemini 2.5's documented thinkingBudget ranges (besides -1, dynamic); 0 turns thinking off
 # where the model allows it. Other models: -1 to the largest of these.

@@ -3,9 +3,9 @@ and the statistics table as ``stats.csv`` and ``stats.xlsx``. (``write_report`` 
 60 lines: the report's order of work, queries, tables, then charts drawn beside, in one place.)
 
 The page is ``templates/page.html`` around the sections: the summary (sections/summary.py),
-each probe's in ``probes/order.py``'s order (sections/probe.py, charts/; a chart with nothing
-to draw is one line saying why), then the comparison, statistics and run metadata (extras.py),
-the runs and files.
+each probe's in the order the probes declare (probes/catalog.py; sections/probe.py, charts/;
+a chart with nothing to draw is one line saying why), then the comparison, statistics and run
+metadata (extras.py), the runs and files.
 """
 
 from __future__ import annotations

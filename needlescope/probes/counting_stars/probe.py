@@ -1,8 +1,8 @@
 """The counting_stars probe, Counting-Stars-(M-N): M star sentences cut the haystack into M
 equal parts; the model lists every count as ``{"little_penguin": [...]}``.
 
-Templates (probes/stars_templates.py) are needlescope's own, whose stars close the M parts at
-sentence ends, or the paper's, spliced in by the repository's own loop (probes/stars_paper.py).
+Templates (templates.py) are needlescope's own, whose stars close the M parts at
+sentence ends, or the paper's, spliced in by the repository's own loop (paper.py).
 Counts are drawn per cell, or the repository's fixed list (``counts: paper``).
 
 Scoring follows the paper's code: the answered list is truncated to M and deduplicated, then each

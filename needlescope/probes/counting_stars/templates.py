@@ -20,7 +20,7 @@ class StarsTemplate:
     question: str  # follows the haystack after ``joiner``
     joiner: str = "\n\n"
     # sentence: each star closes one of M equal parts, at a sentence end (needlescope's);
-    # paper: the repository's splicing loop, as it is (probes/stars_paper.py).
+    # paper: the repository's splicing loop, as it is (paper.py).
     splice: Splice = "sentence"
 
 

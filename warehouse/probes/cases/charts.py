@@ -1,4 +1,4 @@
-"""Charts of the needle-cases probes (cases, rag): frames from views_cases.sql in, Altair out.
+"""Charts of the needle-cases probes (cases, rag): frames from its views.sql in, Altair out.
 A builder past 60 lines is one declarative chart spec, kept whole so it reads as its chart.
 
 The builders do no I/O; ``load`` reads the views they draw and ``figures`` lists every chart by
