@@ -42,12 +42,13 @@ test: setup browser
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not e2e"
 
-# ruff, mypy, and two tests of the layout: the layers import only downwards and without cycles
-# (tests/unit/test_import_rules.py), long modules and functions say why (test_sizes.py).
+# ruff, mypy, and the tests of the layout (tests/layout): the layers import only downwards and
+# without cycles, every package declares __all__, long modules and functions say why, no probe
+# list outside the probes' folders, the tests' folders mirror the packages, a wheel ships it all.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy needlescope flows tasks warehouse
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_import_rules.py tests/unit/test_sizes.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/layout
 
 bench: setup
 	$(BIN)/python -m pip install -q -e ".[bench]"

@@ -3,7 +3,7 @@
 The layout puts ``flows/``, ``tasks/`` and ``warehouse/`` at the top, beside the core
 ``needlescope/``; all four install as one package, ``needlescope``, the three folders as its
 subpackages, so nothing installs a bare top-level ``flows`` or ``tasks`` (docs/architecture.md).
-This mapping is the one place that says so; tests/unit/test_import_rules.py reads it here.
+This mapping is the one place that says so; tests/layout/test_import_rules.py reads it here.
 """
 
 from setuptools import find_packages, setup

@@ -2,7 +2,7 @@
 
 A config can ask for a billion cells in one line (``repeats: 1000000000``); counting the axes
 lets it be refused (``max_cells``) before anything is built. Each probe entry's
-``cell_count`` mirrors its probe's ``expand``; ``tests/unit/test_grid_size.py`` holds them
+``cell_count`` mirrors its probe's ``expand``; ``tests/grid/test_grid_size.py`` holds them
 equal on every shipped config.
 """
 

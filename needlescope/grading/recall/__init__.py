@@ -1,7 +1,7 @@
 """Grading of the recall task: the model lists every hidden number, in order, as JSON.
 
 One definition for every recall reply, the recall seed's, reproducing its published figures
-exactly (``tests/unit/test_golden_seed.py``): :mod:`.parse` reads a reply in the seed's two
+exactly (``tests/grading/test_golden_seed.py``): :mod:`.parse` reads a reply in the seed's two
 steps (extraction, then ordering), :mod:`.score` gives its accuracy and key counts,
 :mod:`.analysis` the per-needle error analysis from the seed's LCS, and :mod:`.batch` grades
 a batch of replies into the columns the warehouse stores. Pure functions, no I/O.

@@ -8,7 +8,7 @@ code directly on the values when they are plain ints it compares exactly; rapidf
 traceback is checked against the seed's tie rule and corrected where they part (only when an
 anchored needle was answered twice, see :func:`.analysis.seed_blocks`); per-needle results
 are column slices, not objects. Whatever falls outside those paths (repeated expected values,
-non-integer values) takes the general path; ``tests/unit/test_recall_batch.py`` pins the fast
+non-integer values) takes the general path; ``tests/grading/test_recall_batch.py`` pins the fast
 paths to it.
 """
 

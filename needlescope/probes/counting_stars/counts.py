@@ -1,7 +1,7 @@
 """The Counting-Stars repository's fixed star counts (`counts: paper`), as integers.
 
 Its two files map M = 32, 64, …, 1024 to a list of M counts, and every list is the first M of
-the 1024-long one: those two lists are all that is kept here. ``tests/unit/test_stars_paper.py``
+the 1024-long one: those two lists are all that is kept here. ``tests/probes/test_stars_paper.py``
 checks them against the repository's files when ../shared holds them.
 """
 

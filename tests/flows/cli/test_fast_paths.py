@@ -122,7 +122,7 @@ def test_prefix_order_puts_prompts_sharing_a_haystack_side_by_side() -> None:
     from needlescope.grid._cells import order_cells
     from needlescope.probes.registry import expand_grid
 
-    cases = str(Path(__file__).resolve().parents[2] / "configs" / "cases" / "en.yaml")
+    cases = str(Path(__file__).resolve().parents[3] / "configs" / "cases" / "en.yaml")
     config = parse_config(
         {
             "name": "order",

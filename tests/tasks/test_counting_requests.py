@@ -20,10 +20,10 @@ from needlescope.providers.base import Message, Provider
 from needlescope.providers.registry import create_provider
 from needlescope.tasks.contexts import Built, ContextBuilder
 from needlescope.warehouse.store import Warehouse
+from tests.fitting.test_piece_count import Counter
+from tests.fitting.test_piece_count import tokens as piece_tokens
 from tests.support.anthropic_server import FakeAnthropicServer
 from tests.support.gemini_server import FakeGeminiServer
-from tests.unit.test_piece_count import Counter
-from tests.unit.test_piece_count import tokens as piece_tokens
 
 KINDS = ("anthropic", "gemini")
 
@@ -231,7 +231,7 @@ async def test_tokens_that_are_not_words_still_get_exact_fits(kind: str) -> None
 
 class PieceProvider:
     """A provider that counts pieces as llama.cpp does (a GPT-2-style pre-tokenizer, one token
-    per pre-token, tests/unit/test_piece_count.py), and whole prompts too."""
+    per pre-token, tests/fitting/test_piece_count.py), and whole prompts too."""
 
     def __init__(self) -> None:
         self.counter = Counter()

@@ -21,7 +21,7 @@ from needlescope.probes.registry import expand_grid, probe_module
 from needlescope.probes.ruler import common as ruler
 from needlescope.probes.ruler.templates import TEMPLATES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def config(probes: list[dict[str, Any]], *models: dict[str, Any]) -> SweepConfig:

@@ -15,9 +15,9 @@ import pytest
 from needlescope.errors import ProviderError
 from needlescope.grading.validity import validity_of
 from needlescope.providers.base import Reply
+from tests.providers.test_wire_cases import CASES, CONTEXT, SERVERS, requests_of, send, stored
 from tests.support.fake_server import WireReply
 from tests.support.wire_cases import Case, CaseBook, Request, header_names, shape
-from tests.unit.test_wire_cases import CASES, CONTEXT, SERVERS, requests_of, send, stored
 
 EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wire-examples"
 needs_examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason=f"{EXAMPLES} is absent")

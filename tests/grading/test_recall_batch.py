@@ -24,7 +24,7 @@ from needlescope.grading.recall import (
     read_reply,
 )
 from needlescope.probes.recall import probe as recall_probe
-from tests.unit.test_recall_grading import seed_lcs_anchors
+from tests.grading.test_recall_grading import seed_lcs_anchors
 
 distinct_needles = st.lists(st.integers(0, 20), max_size=12, unique=True)
 # Mostly expected values (so repeats and reorderings), some others, a few non-ints.

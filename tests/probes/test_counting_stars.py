@@ -123,7 +123,7 @@ def test_malformed_json_is_repaired_and_both_keys_read(response: str) -> None:
 def test_strings_and_booleans_are_not_counts() -> None:
     # The paper's code compares JSON values: the string "3" is not the number 3. needlescope's
     # own rule (no "scoring": "paper" in the facts) adds that true is not 1, where the paper's
-    # Python has true == 1 (tests/unit/test_stars_python_equality.py).
+    # Python has true == 1 (tests/probes/test_stars_python_equality.py).
     grade = stars.grade([1, 3, 5], {}, '{"little_penguin": ["3", true, 5]}')
     assert scores(grade) == [0, 0, 1]
     assert grade.detail["out_of_truth"] == 2
