@@ -1,24 +1,14 @@
 """Counting requests per cell: fitting a grid of cells to exact token lengths through a
 provider's own counter (llama.cpp's /tokenize, Anthropic's count_tokens, Gemini's countTokens).
 
-Each run builds a recall grid (needle counts × repeats, one filler: every cell a sibling of the
-others) with the sweep's ContextBuilder, as a sweep builds it, and counts the counting requests
-its provider sends; the baseline is the same build with piece counting switched off (every
-candidate prompt counted whole). Every fitted cell is then checked with whole-prompt counts
-(not counted in the figure): the prompt measured equals a whole count of it and is at most the
-target; under the target, one more filler character goes over it; and the haystack's stored
-length equals a whole count of the haystack (None where the model does not count haystacks:
-Anthropic and Gemini by default, whose first sweeps are also built with ``count_haystack:
-true`` and printed beside).
+Each run builds a recall grid of sibling cells with the sweep's ContextBuilder and counts the
+counting requests its provider sends, against a baseline with piece counting off; every fitted
+cell is then checked with whole-prompt counts. Each grid is built twice (a first sweep, then a
+re-sweep reading the fits back). llama.cpp is the local SmolLM2 server, Anthropic and Gemini
+the fakes from tests/support; ``--lengths 8000,128000`` limits the run, ``--fakes-only`` leaves
+the local model out. The method and the figures: bench/README.md.
 
-Each grid is built twice over a warehouse in a temporary folder: the first sweep (its cells rows
-stored as the sweep stores them), then a re-sweep whose builder reads them back
-(``Warehouse.remembered_fits``, as flows/sweep.py does) and must send the same prompts; both
-figures are printed, and the TARGET line gives the worst of each.
-
-llama.cpp is the local SmolLM2 server (real); Anthropic and Gemini are the fakes from
-tests/support (they count words). ``--lengths 8000,128000`` limits the run; ``--fakes-only``
-leaves the local model out (no CPU-heavy server).
+Design: docs/design/benchmarks.md#bench-counting
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Grading throughput: needlescope's recall grader vs a straightforward pure-Python grader.
 
-Real-looking 40-needle answers: drops, swaps, hallucinations, duplicates and broken JSON.
+Real-looking 40-needle answers (drops, swaps, hallucinations, duplicates and broken JSON) graded
+through ``needlescope.probes.recall.probe.grade_batch``, the sweep's grade task's function,
+against a hand-written baseline checked to agree on the sample it is timed on
+(``--baseline-sample``). Rates are by this process's CPU time, best of 3, wall-clock rates in
+brackets. The method and the figures: bench/README.md.
 
-needlescope is measured through ``needlescope.probes.recall.probe.grade_batch``, the function the
-sweep's grade task calls for each batch of replies (``batch_size`` 32, the config default):
-parse, figures, per-needle outcomes, hallucinations and duplicates, with values already in
-the warehouse's form. The warehouse row dicts the task then builds and the Parquet writes
-are not grading and are not timed here.
-
-The baseline is what one would write by hand for the same information: json.loads, a DP
-edit distance, a DP LCS table with the seed's traceback, then the per-needle outcomes,
-hallucinations and duplicates from the anchors. Its answers are checked against
-needlescope's on the sample it is timed on (by default 10,000 answers: at about 2,000
-answers/s, all 100,000 would take a minute; ``--baseline-sample 100000`` times them all).
-
-Rates are by this process's CPU time, best of 3 runs each (the machine may be shared; both
-graders are single-threaded), with wall-clock rates in brackets.
+Design: docs/design/benchmarks.md#bench-grading
 """
 
 from __future__ import annotations

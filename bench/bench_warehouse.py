@@ -1,33 +1,13 @@
 """Warehouse at scale: 1,000,000 recall results and ~40,000,000 needle outcomes in Parquet.
 
-Generates a realistic warehouse with the real schemas (``schema.TABLES``) in the real folder
-layout (``parquet/<table>/recall/<model>/``), written by the real file writer
-(``Warehouse._atomic_write``, with its compression settings), vectorised with Polars. Then
-times, each in a fresh process, with its peak RSS:
-
-* the accuracy-by-length queries (``SELECT * FROM accuracy_by_length`` and ``recall_stats``),
-* the position-accuracy heatmap query (``SELECT * FROM position_accuracy``),
-* ``needlescope report`` (the CLI, as a subprocess), and ``write_report`` in a fresh process
-  with the time of its phases, without ``report_extras`` (the statistics, comparison and
-  drill-down sections; ``--phases`` also times the whole report in-process).
-
-The grid: 5 models x 10 lengths (1K-512K tokens) x 4 needle counts (20, 40, 50, 60) x 4
-fillers x 25 repeats = 20,000 cells, swept nightly for 50 epochs = 1,000,000 (epoch, cell)
-results. About 2% of them had a failed attempt first, 0.3% end failed (no graded answer),
-0.05% have a second, older graded answer (a racing rerun) that the views must ignore, and
-2-10% of the replies do not parse (more at long lengths). Needle outcomes: one row per
-expected needle of every parsed answer (39.9M); hallucinations (0.3M) and duplicates (47K).
-
-Layouts: ``batched`` (default) writes one file per (table, model, epoch): 4,000 answers or
-~160,000 needle outcomes a file, 1,006 files, as a compacted warehouse would hold them.
-``--layout sweep`` writes what sweeps with the default ``batch_size: 32`` append: one file
-per table per 32 cells, 118,449 files (``--epochs 10`` for a fifth of it). ``--layout
-compacted`` copies the sweep layout and runs ``needlescope compact`` on it (timed), as the
-end of each sweep does: one file per table folder. The warehouse is
-cached under ``bench/.cache/``, keyed by ``VERSION``, the layout and the epochs: a second run
-only measures. ``--regen`` rebuilds it.
+Generates a warehouse with the real schemas, folder layout and file writer, vectorised with
+Polars, and caches it under ``bench/.cache/`` (``--regen`` rebuilds it); then times the figure
+queries, ``needlescope report`` and ``write_report``, each in a fresh process with its peak RSS.
+The grid, the layouts (``year`` too), the method and the figures: bench/README.md.
 
     python bench/bench_warehouse.py [--layout batched|sweep|compacted] [--epochs 50] [--no-report]
+
+Design: docs/design/benchmarks.md#bench-warehouse
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Which cells of a sweep can be built, found before anything is sent.
 
-A cell the grid names but cannot build (needle ranges outside its haystack, instructions
-longer than its length, more needles than fit, a length the tokenizer cannot reach) is found by
-building it exactly as the sweep will, so a config that passes builds every cell it counted.
-The commands check before Prefect starts (``plan``, ``run``, ``serve``, ``server``,
-``deploy``) with what measures lengths on this machine: characters and bytes, llama.cpp for
-``local`` models, the estimate for OpenAI-compatible ones. A token length that only a hosted
-count endpoint can measure (Anthropic's, Gemini's) is *unchecked* there: the sweep checks it
-first thing, before any model query, as it checks every cell of a run the command line did not
-check (a deployment's). A cell too long for its model's context window is not refused: it is
-dropped for that model, and counted so.
+A cell the grid names but cannot build is found by building it exactly as the sweep will, so a
+config that passes builds every cell it counted. The commands check before Prefect starts with
+what measures lengths on this machine; a token length only a hosted count endpoint can measure
+is *unchecked* there, and the sweep checks it before any model query. A cell too long for its
+model's context window is dropped for that model, and counted so.
+
+Design: docs/design/orchestration.md#build-check
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """Per-provider and per-model limits through Prefect, set without touching code.
 
 - Concurrency: a tag limit on ``needlescope-provider:<kind>`` or ``needlescope-model:<name>``
-  (``prefect concurrency-limit create needlescope-provider:openai 8``) caps query task runs
-  in flight.
+  caps query task runs in flight.
 - Rate: a global concurrency limit named ``needlescope-rate:<kind>`` or
-  ``needlescope-rate:<name>`` with a slot decay caps requests per second
-  (``prefect gcl create needlescope-rate:openai --limit 5 --slot-decay-per-second 5``).
+  ``needlescope-rate:<name>`` with a slot decay caps requests per second.
 
-A sweep looks the limits up once when it starts. Only the tags that have a limit are put on
-task runs: Prefect asks its API for slots on every run of a tagged task, which costs more than
-the task run itself when no limit exists.
+A sweep looks the limits up once when it starts and tags task runs only with the tags that
+have a limit.
+
+Design: docs/design/orchestration.md#limits
 """
 
 from __future__ import annotations

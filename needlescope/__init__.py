@@ -1,15 +1,14 @@
 """needlescope: how well large language models recall facts spread through long contexts.
 
 The public API; everything else is internal and may move (docs/architecture.md):
-
 - configs: ``load_config(path)``, ``parse_config(data)``, ``SweepConfig``;
 - sweeps: ``sweep`` (the Prefect flow: ``sweep("configs/demo.yaml")``) and ``rerun_failed``;
 - results: ``Warehouse(folder)``, whose ``connect()`` gives DuckDB with every view;
 - extending: the ``Probe`` and ``Provider`` protocols;
 - errors: ``NeedlescopeError`` and the hierarchy under it.
 
-Each name is imported on first use, so ``import needlescope`` costs nothing and imports no
-Prefect until a flow is asked for.
+Each name is imported on first use: no Prefect until a flow is asked for.
+Design: docs/design/package.md#public-api
 """
 
 from __future__ import annotations

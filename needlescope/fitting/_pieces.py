@@ -1,16 +1,13 @@
 """Token counts of long prompts from counts of their pieces, many pieces per counting request.
 
-A provider whose tokenizer provably tokenizes the pieces of a text apart exactly as it
-tokenizes the whole (see ``PieceCounter``) counts a batch of pieces in one request; a text's
-count is then the sum of its pieces' counts, and a sweep counts each distinct piece once.
+A provider whose tokenizer provably tokenizes the pieces of a text apart exactly as the whole
+(see ``PieceCounter``) counts a batch of pieces in one request; a text's count is the sum of
+its pieces' counts, and a sweep counts each distinct piece once. Pieces are cut where the
+text's content says (a sentence end whose preceding ``WINDOW`` characters hash to 0 mod
+``SELECT``, at a place ``fitting._PIECE_CUT`` allows), so prompts that share filler share
+pieces.
 
-Pieces are cut where the text's *content* says, not at offsets: at a sentence end (before the
-space after ``.``/``!``/``?``, or before ``。！？`` after a letter) whose preceding ``WINDOW``
-characters hash to 0 mod ``SELECT``. Such a cut depends only on the characters around it, so
-two prompts that share a stretch of filler (the same cell at two filler sizes, or sibling cells
-with their needles elsewhere) share its pieces, and a needle moved or added changes only the
-piece it lands in. Every cut is also a place ``fitting._PIECE_CUT`` allows (a regex
-pre-tokenizer always ends a piece there), which is what makes the counts add up.
+Design: docs/design/fitting.md#pieces
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Fitting a prompt to a length in rounds: many candidate filler sizes measured per round.
 
 For a measure that costs one request per round however many texts it counts (pieces counted
-together, ``piece_count.py``), the fewest requests come from measuring, each round, every filler
-size near the best guess (``DENSE`` either side) and a few further out (``SPREAD`` × 4^k), so a
-good guess (a sibling cell's fit) ends in one round and a poor one in two or three.
+together, ``fitting/_pieces.py``), each round measures every filler size near the best guess
+(``DENSE`` either side) and a few further out (``SPREAD`` × 4^k). The answer keeps
+``fitting.fit_to_length``'s guarantee, measured(n) <= target < measured(n + 1), and is the
+same whatever the guess: the largest n that fits with the CLEAR sizes above it all over the
+target.
 
-The answer keeps ``fitting.fit_to_length``'s guarantee, measured(n) <= target < measured(n + 1),
-and is the same whatever the guess: a token count can shrink as a character is added (a word
-completed into one token), so several n may qualify a few characters apart, and a search's
-answer among them would depend on its path (here: on which sibling came before). So the answer
-is the largest n that fits with the CLEAR sizes above it all over the target (the largest that
-fits at all, as counts do not come back down across a longer stretch). Where several n qualify,
-``fit_to_length`` may have picked a smaller one.
+Design: docs/design/fitting.md#rounds
 """
 
 from __future__ import annotations

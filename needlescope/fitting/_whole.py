@@ -2,20 +2,13 @@
 Gemini's ``countTokens``: tokenizers not published, so nothing proves that pieces add up), in
 as few counts as a good starting point allows.
 
-A fit is a filler size whose prompt counts exactly the target: one count proves it. Where no
-size does (one more character adds two tokens, say a needle's digits), it is the size under
-the target whose next one goes over, proved by two counts: ``count(n) < target < count(n +
-1)``. ``fit_from`` starts where a sibling cell's fit says the answer is, checks it, and gallops
-outward on a miss until it brackets the target, then narrows the bracket.
+A fit is a filler size whose prompt counts exactly the target (one count proves it), or else
+the size under the target whose next one goes over (``count(n) < target < count(n + 1)``, two
+counts). ``fit_from`` starts where a sibling cell's fit says, gallops outward on a miss, then
+narrows the bracket; ``references`` picks the sibling by grid order, so a cell's fit is the
+same whatever else the run builds. A ``RememberedFit`` is checked with one count.
 
-Which sibling a cell starts from is fixed by the grid, never by which cell finished first
-(``references``): the first cell of its group in grid order (same model, filler, length,
-probe and length budget) is fitted alone; the first cell of each subgroup (the same cell but
-for its repeat) starts from it; every other cell starts from its subgroup's first. A token
-count can fall as a character completes a word, so several sizes may satisfy the proof and
-which one a search finds depends on where it starts: with starts fixed this way, a cell's
-fit is the same whatever else the run builds, in whatever order. Reruns and later sweeps do
-better still: they check the size the warehouse remembers (``RememberedFit``) with one count.
+Design: docs/design/fitting.md#whole
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """Regression gates: a config's ``gates:``, one line of intent each.
 
-A gate names one limit, which is its kind, and may name the probe it is about::
+A gate names one limit (its kind) and may name its probe; accuracies, floors and drops are in
+points (0-100), the invalid rate a share (0-1); :mod:`needlescope.gates._eval` evaluates them::
 
     gates:
       - {probe: recall, min_accuracy: 90, lengths: [8000, 32000]}
       - {probe: recall, max_drop: 5, vs: previous}
-      - {probe: counting_stars, min_effective_length: 32000}
       - {max_invalid_rate: 0.05}
-      - {max_failed_cells: 0}
 
-Accuracies, floors and drops are in points (0-100), as every accuracy figure is; the invalid
-rate is a share (0-1). How each is evaluated: :mod:`needlescope.gates._eval`.
+Design: docs/design/gates.md#config
 """
 
 from __future__ import annotations

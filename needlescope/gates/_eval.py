@@ -1,15 +1,13 @@
 """Gate verdicts over a sweep's answers: rows of the warehouse's ``results`` view as a Polars
 frame, one verdict per gate and model.
 
-Accuracy figures count valid answers with an accuracy only (validity ``valid`` or
-``unknown``, no request error), as every accuracy figure does. The interval of a mean is the
-warehouse's own (``significance.mean_interval``), handed in as ``interval`` because the core
-never imports the warehouse; ``warehouse/stats/gates.py`` binds it.
+Accuracy figures count valid answers with an accuracy only. The interval of a mean is the
+warehouse's own, handed in as ``interval`` (the core never imports the warehouse;
+``warehouse/stats/gates.py`` binds it). Noise alone never fails a gate: a verdict fails only
+when the whole interval is past the limit; fewer than ``min_answers`` answers (or pairs) is
+``not enough data``.
 
-Noise alone never fails a gate: ``min_accuracy`` fails when the *upper* bound of the interval
-is below the floor, ``max_drop`` when the drop's paired interval lies entirely above the
-limit, ``min_effective_length`` when even the upper bounds fall short of the length. Fewer
-than ``min_answers`` answers (or pairs) behind a verdict is ``not enough data``.
+Design: docs/design/gates.md#eval
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Effective context length, two ways, over a table of (length, mean score) pairs.
 
-* RULER's absolute rule (Hsieh et al., 2024, "RULER: What's the Real Context Size of Your
-  Long-Context Language Models?", §4): the longest length whose mean score is at least a
-  threshold there and at every shorter length tested. RULER's threshold is 85.6, Llama-2-7B's
-  score at 4K.
-* NoLiMa's relative rule (Modarressi et al., ICML 2025, "NoLiMa: Long-Context Evaluation
-  Beyond Literal Matching"): the longest context where the model keeps at least 85% of its
-  own base score, its accuracy at short contexts (NoLiMa's 250, 500 and 1K tokens). The same
-  "there and at every shorter length" reading of "keeps" applies.
+RULER's absolute rule: the longest length whose mean score is at least a threshold there and at
+every shorter length tested (RULER's threshold: 85.6). NoLiMa's relative rule: the same, with
+85% of the model's own base score (its accuracy at short contexts) as the threshold. Scores are
+0–100; a missing mean fails; applied to an interval's bounds, the rules give the interval.
 
-Scores are 0–100. A length whose mean is missing (None or NaN: no graded answer) fails, as in
-``warehouse/significance.py``. Applied to an interval's bounds instead of the means, the same
-rules give the effective length's interval.
+Design: docs/design/grading.md#effective-length
 """
 
 from __future__ import annotations

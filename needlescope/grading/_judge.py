@@ -1,27 +1,14 @@
 """The LLM judge of the cases probes: a 1–10 score of an answer against the true answer.
-One module past 400 lines on purpose: the one request builder, the one verdict reader and the
-one exchange of both judge prompts stay side by side, each a single definition.
+One module of nearly 400 lines on purpose: the one request builder, the one verdict reader and
+the one exchange of both judge prompts stay side by side, each a single definition.
 
-Two judge prompts (``judge_prompt:`` of a cases / rag probe):
+Two judge prompts (``judge_prompt:``): ``judge-v1`` (the default, needlescope's rubric, a JSON
+verdict read by ``parse_verdict``) and ``uniah-judge`` (U-NIAH's, read as LangChain reads it).
+``judge_request`` builds the request, ``read_verdict`` reads the reply, ``judge`` runs the
+exchange and returns the flat ``judge_*`` keys of the answer's ``detail``. The judge and keyword
+recall disagree when exactly one calls the answer correct (``JUDGE_PASS``, ``KEYWORD_PASS``).
 
-- ``judge-v1`` (the default): needlescope's rubric (configs/judge_rubric.md, or a probe's
-  ``rubric_file``), a JSON reply ``{"score": n, "reason": …}`` read by ``parse_verdict``.
-- ``uniah-judge``: U-NIAH's judge, LangChain's ``labeled_score_string`` evaluator with U-NIAH's
-  ``accuracy`` criterion, temperature 0.1. Its verdict is read as LangChain reads it: the first
-  ``[[…]]`` of the reply must hold a whole number from 1 to 10, written plainly. U-NIAH asks up
-  to three times; when no reply can be read it scores -1, which here is a judgment that could not
-  be read (``judge_score`` null, ``judge_unreadable`` true), never a number in a mean.
-
-``judge_request`` builds the request and ``read_verdict`` reads the reply for either; ``judge``
-runs the whole exchange (tries included) for the sweep, ``needlescope grade --judge`` and the
-tests alike, and returns the flat ``judge_*`` keys merged into the answer's ``detail``, where
-the views read them (``results.judge_score``, warehouse/probes/cases/views.sql).
-
-Disagreement rule: the judge calls an answer correct when its score is at least ``JUDGE_PASS``
-(7: "most of the facts, nothing wrong" in the rubric); keyword recall calls it correct when its
-accuracy is at least ``KEYWORD_PASS`` (50: on average half of each needle's keywords). The two
-disagree when exactly one of them calls the answer correct; with either grade missing there is
-nothing to disagree about.
+Design: docs/design/grading.md#judge
 """
 
 from __future__ import annotations

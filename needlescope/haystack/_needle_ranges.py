@@ -1,24 +1,13 @@
 """The recall seed's needle ranges: where its needles go, range by range (placement ``seed``).
 
 A spec is parts separated by commas, each ``start-end`` with an optional ``:count``
-(``0-1``, ``0-0.1:1,0.9-1:39``, ``200000-240000``). A part is *relative* when either bound has
-a decimal point or both are at most 1, and its bounds become ``int(len(haystack) × r)``;
-otherwise its bounds are absolute character indices, clamped to the haystack. The names
-``whole``, ``head``, ``middle`` and ``tail`` stand for their relative thirds, as elsewhere.
+(``0-1``, ``0-0.1:1,0.9-1:39``, ``200000-240000``), relative (fractions of the haystack) or
+absolute (character indices); ``whole``, ``head``, ``middle`` and ``tail`` name relative
+ranges. Needles are spread evenly inside each part, moved by ``jitter``; positions index the
+haystack before insertion. :func:`seed_positions` refuses a part that covers no character;
+:func:`provisional_positions` stands in while a fit tries sizes the ranges do not fit.
 
-Counts: if any part has a count, all must, and they set the number of needles. Without counts,
-part i gets ``max(1, round(N × length_i / total))`` needles (Python's ``round``), except the
-last, which gets what is left (none if that is negative: then, as in the seed, the cell holds
-more than N needles). Inside a part of length L from ``start``, one needle goes to
-``start + L // 2``; k ≥ 2 go to ``start + i × (L // (k − 1))`` for i < k − 1, the last to the
-part's end. ``jitter`` r moves them at random by up to R = int(interval × r), interval being
-that spacing (L // 2 for a lone needle): the first right by 0..R, the last left by 0..R, the
-others by −R..R, always inside the part. Positions index the haystack before insertion.
-
-A part that covers no character of the haystack (an absolute range starting past its end, or a
-relative one in a haystack of a few characters) cannot be placed: :func:`seed_positions`
-refuses it. While a fit searches for the haystack's size it tries sizes the ranges do not fit;
-:func:`provisional_positions` stands in for those (the same needles, at the haystack's end).
+Design: docs/design/haystack.md#needle-ranges
 """
 
 from __future__ import annotations

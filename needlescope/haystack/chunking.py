@@ -2,20 +2,12 @@
 
 U-NIAH uses LangChain's ``RecursiveCharacterTextSplitter(chunk_size, chunk_overlap,
 add_start_index=True)`` with its defaults; this is the same algorithm, written here so that
-needlescope needs no LangChain:
+needlescope needs no LangChain: split at the first separator of ``"\\n\\n"``, ``"\\n"``,
+``" "``, ``""`` that occurs, merge the pieces into chunks of at most ``chunk_size`` characters
+overlapping by up to ``chunk_overlap``, split a piece too long with the next separators, strip
+every chunk and find its start in the text.
 
-1. Take the first separator of ``"\\n\\n"``, ``"\\n"``, ``" "``, ``""`` that occurs in the text
-   (``""``: single characters) and split there, each separator staying at the start of the
-   piece after it; empty pieces are dropped.
-2. Pieces shorter than ``chunk_size`` are merged, in order, into chunks of at most
-   ``chunk_size`` characters; when a chunk is full, pieces are dropped from its front until
-   what is left is no longer than ``chunk_overlap`` (and leaves room for the next piece), and
-   that rest starts the next chunk.
-3. A piece of ``chunk_size`` characters or more is split again with the next separators
-   (kept whole when none is left).
-4. Every chunk is stripped of surrounding whitespace; chunks left empty are dropped. A chunk's
-   start is found by searching the text from the previous chunk's start plus its length minus
-   ``chunk_overlap``.
+Design: docs/design/haystack.md#chunking
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Counting-Stars result files (the repository's ``results/*.txt``), as StarsAnswers, and the
 paper's per-length scores computed from them with needlescope's grader.
 
-Each line of a result file is one JSON object, one request: ``answer`` (the reply),
-``reference_counting_results`` (the counts, in context order), ``sky_size`` (the length),
-``model_name``, ``question`` (the whole prompt), ``retrieval_question`` (its instruction),
-``parameters``, ``prompt_tokens``, ``completion_tokens`` and ``code``. Every ``.txt`` and
-``.jsonl`` file under the path given is read; a record's key is its file's name and line.
+Each line of a result file is one JSON object, one request (``answer``,
+``reference_counting_results``, ``sky_size``, ``model_name``, …); every ``.txt`` and ``.jsonl``
+file under the path given is read, a record's key its file's name and line. The paper's figure
+is recomputed with ``counting_stars.probe.grade`` under ``PAPER_SCORING`` (Python equality:
+these files come from the paper's code).
 
-The paper's figure (its visualisation notebook): per star i and sky size, the mean of
-"count i is among the answered list, truncated to M and deduplicated" over the lines of that
-size; per sky size, the mean over i. ``needlescope.probes.counting_stars.probe.grade`` scores each
-star the same way, with the notebook's comparison (``PAPER_SCORING``: Python equality, so an
-answered ``true`` is the count 1): these files come from the paper's code. Where the notebook
-stops on a reply with no list, the grader scores it 0.
+Design: docs/design/imports.md#counting-stars
 """
 
 from __future__ import annotations

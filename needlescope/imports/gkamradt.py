@@ -1,21 +1,13 @@
 """Results of gkamradt/LLMTest_NeedleInAHaystack (the original needle test), as CaseAnswers.
 
-Two layouts, both read from every ``.json`` file under the path given:
+Two layouts, both read from every ``.json`` file under the path given: one JSON object per test
+(``<model>_len_<L>_depth_<D×100>_results.json``; ``_results_2.json`` a second run, ``repeat``
+2) and a list of ``{token_limit, depth_percent, score}`` (score-only records, no reply). The
+files hold neither the question (by default the tool's own) nor a true answer: the needle,
+which the tool's judge compared the reply with, is the true answer here. Per cell (model,
+length, depth) the tool's figure is the mean ``score`` over its runs.
 
-- One JSON object per test, in a file named ``<model>_len_<L>_depth_<D×100>_results.json``
-  (``.`` in the model's name written ``_``; the original Claude 2.1 results say ``token``
-  instead of a model): ``model``, ``context_length``, ``depth_percent``, ``version``,
-  ``needle``, ``model_response`` and ``score`` (the tool's GPT judge, 1-10), newer files also
-  ``test_duration_seconds`` and ``test_timestamp_utc``. A ``_results_2.json`` file is a second
-  run of the same test: each file is one answer, the second with ``repeat`` 2 (without such a
-  suffix, ``repeat`` is the file's ``version``). The name's depth is ``int(depth × 100)``, as
-  the tool writes it; the depth itself comes from the file.
-- A list of ``{token_limit, depth_percent, score}`` (the original GPT-4 results): score-only
-  records, no reply; ``…_2.json`` is a second run.
-
-The files do not hold the question (``question``, by default the tool's own), nor a true answer:
-the tool's judge compared the reply with the needle, which is therefore the true answer here.
-Per cell (model, length, depth) the tool's figure is the mean ``score`` over its runs.
+Design: docs/design/imports.md#gkamradt
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """RULER prediction files (``<task>.jsonl``), as RulerAnswers, and RULER's per-task scores.
 
 RULER's ``run.sh`` writes ``<root>/<model>/<benchmark>/<max_seq_length>/pred/<task>.jsonl``,
-one line per sample: ``index``, ``pred`` (the reply), ``input`` (the prompt), ``outputs`` (the
-references), ``others``, ``truncation`` and ``length``; its ``eval/evaluate.py`` then writes
-``summary.csv`` beside them. The path given may be a prediction file, a ``pred`` folder, or any
-folder above: every ``.jsonl`` directly in a ``pred`` folder below it is read (or, with no
-``pred`` folder, those directly in the path). Chunk files (``<task>-<n>.jsonl``, before RULER
-merges them) count as their task's.
+one line per sample; the path given may be a prediction file, a ``pred`` folder or any folder
+above (chunk files ``<task>-<n>.jsonl`` count as their task's). Scoring is RULER's
+(``needlescope.probes.ruler.scoring``); a task's figure is the mean over its samples × 100,
+rounded to 2 decimals (``task_scores``), as ``summary.csv`` has it (``read_summary``).
 
-Scoring is RULER's (``needlescope.probes.ruler.scoring``): the reply stripped, its control
-characters made newlines and stripped again; ``string_match_all`` for niah, vt, cwe and fwe,
-``string_match_part`` for qa. A task's figure is the mean over its samples × 100, rounded to 2
-decimals (``task_scores``), as ``summary.csv`` has it (``read_summary``).
+Design: docs/design/imports.md#ruler
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """U-NIAH result files (LLM and RAG runs), as CaseAnswers.
 
-U-NIAH writes one JSON object per test, ``…/results/<experiment>/<model>_len_<L>_depth_<D×100>
-_results.json`` (``rag_multi_needle/`` or ``llm_multi_needle/`` above ``results``): the
-original needle test's fields with ``needles`` (a list) and ``score``, its judge's 1-10, or -1
-when the judge's reply could not be read (kept as ``judge_unreadable``, never a score). The
-question sits in the request log beside it, ``…/detail_results/<experiment>/log_<model>_len_<L>
-_depth_<D×100>_….jsonl`` (``question``, ``answer``, the RAG ``config``): the line whose answer
-is the test's reply, else the last one. Neither file holds the case's true answer.
+One JSON object per test (``…/results/<experiment>/<model>_len_<L>_depth_<D×100>_results.json``)
+with ``needles`` and ``score`` (the judge's 1-10, or -1 when unreadable: ``judge_unreadable``);
+the question comes from the request log beside it (``…/detail_results/…``). Neither holds the
+case's true answer. Every ``*_results.json`` under the path given is read; per cell
+(experiment, model, length, depth) U-NIAH's figure is the mean score of the readable judgments.
 
-Every ``*_results.json`` under the path given is read. A record's key is its experiment (the
-folders under ``results``), model, length, depth and version.
-Per cell (experiment, model, length, depth) U-NIAH's figure is the mean score of the readable
-judgments.
+Design: docs/design/imports.md#uniah
 """
 
 from __future__ import annotations

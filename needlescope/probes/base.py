@@ -1,19 +1,14 @@
 """What every probe provides (the :class:`Probe` protocol) and the values that flow through it.
 
-A probe is a module of pure functions (probes/recall.py is the reference one), named in
-probes/registry.py, where mypy checks each module against :class:`Probe`. The sweep asks a
-probe for its grid cells (``expand``), builds each cell's prompt (``build``), sends it, and
-grades the replies a batch at a time (``grade_batch``); the drill-down and the tests rebuild a
-stored prompt exactly (``rebuild``). Per-needle results feed the ``needle_outcomes`` table.
-
-Every probe writes NAME, FITS_FILLER, expand, render, answer_budget and grade. The other three
-have a default a probe names in one line each (grade_each and render_again are here,
-default_build in build.py); a probe with needs of its own writes its own (rag's retrieval,
-recall's one-pass batch grading)::
+The sweep asks a probe for its cells (``expand``), builds each prompt (``build``), sends it and
+grades the replies a batch at a time (``grade_batch``); ``rebuild`` remakes a stored prompt.
+A probe writes NAME, FITS_FILLER, expand, render, answer_budget and grade; the rest default::
 
     grade_batch = grade_each(grade)
     build = default_build(render, answer_budget, fits_filler=FITS_FILLER)
     rebuild = render_again(render)
+
+Design: docs/design/probes.md#base
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """The serving fingerprint: what identifies the thing that answered, stored with every answer,
 and what changed in it between two epochs of a model.
 
-* ``model_version``: the model the provider says answered (OpenAI's and Anthropic's ``model``,
-  Gemini's ``modelVersion``), ``system_fingerprint`` (OpenAI: "the backend configuration that
-  the model runs with") and ``service_tier`` (the tier that actually served the request);
-* ``sampling``: the settings actually sent, as canonical JSON of the request body without
-  its prompt;
-* ``prompt_version`` and ``template_sha256``: the prompt template and a hash of its text;
-* for the local model: ``gguf_sha256`` (the model file), ``chat_template_sha256`` (its
-  ``tokenizer.chat_template``) and ``llama_cpp`` (the engine's version).
+Fields: ``model_version``, ``system_fingerprint`` and ``service_tier`` (as the provider reports
+them), ``sampling`` (the settings actually sent), ``prompt_version`` and ``template_sha256``,
+and for the local model ``gguf_sha256``, ``chat_template_sha256`` and ``llama_cpp``. Every
+field is a string or None, so each is one column of the answers table.
 
-Every field is a string or None, so each is one column of the answers table.
+Design: docs/design/provenance.md#fingerprint
 """
 
 from __future__ import annotations

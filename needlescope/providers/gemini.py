@@ -1,60 +1,14 @@
 """SDK-free client for Google's Gemini API (``generativelanguage.googleapis.com``), aiohttp only.
-One module past 400 lines on purpose: the whole wire format (request, reply, finish reasons,
-errors) in one place, as every provider's is.
+One module of nearly 400 lines on purpose: the whole wire format (request, reply, finish
+reasons, errors) in one place, as every provider's is.
 
-Wire format: ``POST {base_url}/{api_version}/models/{model}:generateContent`` with
-``{"contents": [{"role": "user"|"model", "parts": [{"text": …}]}], "systemInstruction": …,
-"generationConfig": …}``; the key travels in the ``x-goog-api-key`` header, never in the URL.
+``POST {base_url}/{api_version}/models/{model}:generateContent``, the key in the
+``x-goog-api-key`` header. A config's ``generation`` becomes ``generationConfig`` (a thinking
+model's ``maxOutputTokens`` holds its thinking budget too), ``generation.extra`` merged in key
+by key; the reply's text is the first candidate's parts that are not thoughts; every error is a
+one-line ``ProviderError`` whose kind the orchestrator stores and retries on.
 
-How a config's ``generation`` maps onto a request:
-
-* ``temperature`` → ``generationConfig.temperature``; ``max_tokens`` (or the probe's answer
-  budget) plus room for thinking → ``generationConfig.maxOutputTokens``. Thoughts are billed
-  against ``maxOutputTokens``, so a model that thinks is sent the answer budget plus its
-  ``thinkingConfig.thinkingBudget`` (-1, dynamic, and Gemini 2.5 and later without a budget:
-  the model's ``reasoning_budget``); otherwise the visible answer is starved and comes back
-  empty with ``MAX_TOKENS``.
-* ``generation.extra`` (and ``top_p``/``seed``, which the sweep puts there) is merged in key by
-  key. Keys may be camelCase or snake_case (``top_p`` → ``topP``). Request-level fields
-  (``safetySettings``, ``tools``, ``toolConfig``, ``cachedContent``) go to the top of the body;
-  ``generationConfig: {…}`` is merged into ``generationConfig`` as is; every other key is a
-  ``generationConfig`` field and sent verbatim, so a field newer than this module still works
-  and a misspelt one is refused by the API (HTTP 400, ``bad_request``). For example::
-
-      generation:
-        max_tokens: 2048
-        extra:
-          thinkingConfig: {thinkingBudget: 1024, includeThoughts: false}
-          topK: 40
-
-  An explicit ``maxOutputTokens`` or ``temperature`` in ``extra`` wins over the generic setting.
-
-Reply: ``text`` joins the first candidate's text parts that are not thoughts (``thought: true``);
-``prompt_tokens`` is ``promptTokenCount``, ``reasoning_tokens`` ``thoughtsTokenCount`` and
-``completion_tokens`` ``candidatesTokenCount`` plus the thoughts (billed as output, and counted
-in ``completion_tokens`` as OpenAI and Anthropic count them); ``cached_tokens`` is
-``cachedContentTokenCount``; ``model_version`` is ``modelVersion``. Every ``finishReason`` of
-the API's types is mapped (an unknown one kept verbatim), and a prompt blocked by
-``promptFeedback.blockReason`` is a reply with ``finish_reason == "content_filter"``.
-
-Errors are one-line ``ProviderError``s whose kind the orchestrator stores and retries on:
-
-* 429 ``RESOURCE_EXHAUSTED`` → ``rate_limited``. The wait comes from ``RetryInfo.retryDelay``
-  in ``error.details`` (what Gemini sends), a ``Retry-After`` header, or the message's "Please
-  retry in 7.5s"; a wait of at most ``max_retry_after_s`` is waited out once and the request
-  re-sent once. A per-day quota (a ``QuotaFailure`` whose ``quotaId`` says ``PerDay``) is not
-  retryable: it resets in hours, not seconds.
-* 500/503 → ``server_error``, 504 ``DEADLINE_EXCEEDED`` and client timeouts → ``timeout``,
-  unreachable host → ``connection``: all retryable.
-* 400 saying the prompt has too many tokens ("The input token count (…) exceeds the maximum
-  number of tokens allowed (…)") → ``context_too_long``; 413 or "Request payload size exceeds
-  the limit" → ``request_too_large``; 400 ``API_KEY_INVALID``, 401 and 403 → ``auth``; any other
-  4xx → ``bad_request``: none of them retryable.
-* A 2xx body that is not JSON or is cut short → ``bad_response`` (retryable); a 2xx body holding
-  Google's error envelope → the kind its ``code`` says.
-* No candidates and no block reason → ``empty_response``. A blocked prompt, and a candidate
-  that stopped for safety, are not errors: they are replies (usually empty) with
-  ``finish_reason == "content_filter"``.
+Design: docs/design/providers.md#gemini
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """Counting many pieces of text in one llama.cpp ``/tokenize`` request (a ``PieceCounter``).
 
 Only for a GGUF whose tokenizer is a byte-level BPE (``tokenizer.ggml.model: gpt2``) with a
-pre-tokenizer from ``ADDITIVE_PRE``: llama.cpp splits text with GPT-2's regex there (SmolLM's
-first splits off every digit), and BPE merges never cross a pre-token. Pieces joined by
-``piece_count.SEPARATOR`` (a blank line) then tokenize apart exactly: the blank line is a
-pre-token of its own (a piece never ends with whitespace but the last, never starts with
-a newline or with a space before a space or a digit), so each piece's tokens are those it has
-alone. The reply's tokens carry their text (``with_pieces``), which says which piece each
-belongs to; a token straddling two pieces would contradict the argument and is an error.
+pre-tokenizer from ``ADDITIVE_PRE``: there, pieces joined by ``fitting.SEPARATOR`` (a blank
+line) tokenize apart exactly, and the reply's tokens (``with_pieces``) say which piece each
+belongs to. ``frame_tokens`` counts the chat template's frame around the contents once per
+tuple of roles; a content holding a special token's text is not counted by pieces
+(``framable``).
 
-A prompt as sent is the chat template's frame around its messages' contents: ``frame_tokens``
-applies the template to marker contents (twice, the second time with whitespace around the
-markers, to see that contents go in verbatim) and counts the frame once per tuple of roles,
-only where each content follows a newline and is followed by a special token (so the frame's
-tokens and the content's do not depend on each other).
-Specials are parsed in the prompt, so a content holding a special token's text is not counted
-by pieces (``framable``).
+Design: docs/design/providers.md#llamacpp-pieces
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """SDK-free client for OpenAI-compatible chat completions (OpenAI, DeepSeek, vLLM, llama.cpp…).
 
-Requests: a model with ``reasoning_params`` (OpenAI's o1/o3/o4/gpt-5) is sent
-``max_completion_tokens`` and no ``temperature`` / ``top_p``; others ``max_tokens``. A model
-that thinks gets room for its reasoning (``HttpProvider.output_limit``).
+A model with ``reasoning_params`` (OpenAI's o1/o3/o4/gpt-5) is sent ``max_completion_tokens``
+and no ``temperature`` / ``top_p``, others ``max_tokens``; a model that thinks gets room for its
+reasoning (``HttpProvider.output_limit``). Every finish reason of the API's types is mapped,
+reasoning is never answer text, and a 200 whose body is an error raises the kind its code says.
 
-Replies, as the API types define them: ``finish_reason`` ``stop``, ``length``,
-``content_filter``, ``tool_calls`` and the older ``function_call`` are mapped (an unknown one
-is kept verbatim); a ``message.refusal`` is a ``refusal``; reasoning is never answer text
-(``reasoning_content`` / ``reasoning`` fields, reasoning content parts, a leading
-``<think>…</think>``), and its tokens come from ``completion_tokens_details.reasoning_tokens``;
-cached prompt tokens from ``prompt_tokens_details.cached_tokens`` (DeepSeek:
-``prompt_cache_hit_tokens``). A 200 whose body is an error (an ``error`` object, a choice with
-``finish_reason: "error"``) raises the kind its code says.
+Design: docs/design/providers.md#openai
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Paired comparisons of two models (or two epochs of one model): the mean accuracy of
 each, the paired difference with its bootstrap 95% interval, McNemar's test on the needles.
-Two models pair answer by answer through the model-independent ``context_id`` of their cells;
-two epochs of one model pair by ``cell_id``. Differences are always ``b - a``. The rows
-behind them are read by :mod:`.pairing`, for many pairs at once (:func:`paired_comparisons`).
 ``_cell_figures`` runs past 60 lines: one cell's figures, kept whole so they read in one place.
 
-Only valid answers count (``figures.COUNTED``; invalid ones are counted apart). Caveats: the
-needles of one answer are not independent (one bad answer misses several), so the per-needle
-McNemar test is optimistic about clustered misses; the per-answer bootstrap intervals have no
-such problem. Per-cell p-values in :attr:`Comparison.cells` are not adjusted for multiple
-comparisons.
+Two models pair through their cells' model-independent ``context_id``, two epochs of one model
+by ``cell_id``; differences are always ``b - a``. :mod:`.pairing` reads the rows, for many pairs
+at once (:func:`paired_comparisons`). Only valid answers count (``figures.COUNTED``).
+
+Design: docs/design/warehouse.md#significance
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Claims on cells: within an epoch, one sweep at a time asks a cell and grades it.
 
-Two sweeps of one epoch may run at once (a nightly deployment and a person, two workers given
-the same shard). Before a sweep builds a batch it claims the batch's cells here; a cell another
-live sweep holds is left to it and looked at again later, and a cell someone graded meanwhile
-is skipped. A claim is a lease: the sweep renews its claims while it works (so a request that
-takes minutes keeps its cell), marks a cell graded once its answer is stored, and frees it when
-the cell failed. A sweep that crashed stops renewing: its claims lapse after the claim timeout
-(at once when it ran on this machine and its process is gone).
+Before a sweep builds a batch it claims the batch's cells; a cell another live sweep holds is
+left to it, and a cell graded meanwhile is skipped. A claim is a lease: renewed while the sweep
+works, marked graded once the answer is stored, freed when the cell failed, lapsed after the
+claim timeout when its sweep stops renewing. The claims live in the warehouse's
+``claims.sqlite`` (SQLite's locking makes each claim an atomic compare-and-set; it needs working
+POSIX locks: docs/operations.md, "Warehouses across machines").
 
-The claims live with the warehouse, in one SQLite file (``claims.sqlite``): every process that
-writes the warehouse sees them, whichever Prefect API it talks to. SQLite's own locking makes
-each claim an atomic compare-and-set; it needs a file system with working POSIX locks (a local
-disk, NFSv4), which is why docs/operations.md ("Warehouses across machines") says where this
-file may live.
+Design: docs/design/warehouse.md#claims
 """
 
 from __future__ import annotations

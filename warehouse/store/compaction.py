@@ -1,24 +1,13 @@
 """Compaction: many small append files merged into a few large ones, under live readers.
 
-Sweeps append one file per table per batch of cells, so a busy warehouse holds 100,000s of
-small files, and every query pays for listing them and reading their footers. Compaction
-merges each folder's files (``parquet/<table>/<probe>/<model>/``) into one file under
-``compacted/<table>/<probe>/<model>/``. It never changes what a reader sees:
+Each folder's append files (``parquet/<table>/<probe>/<model>/``) are merged into one file under
+``compacted/<table>/<probe>/<model>/``: written hidden and synced, named with its sources in a
+manifest (``compacted/_manifests/<id>.json``), then renamed into place (its manifest is then
+*live*). A reader reads exactly the files of its :class:`Snapshot`, so a merge never changes
+what it sees; sources are deleted a grace period later. Writers are never blocked; one
+compaction at a time per warehouse (a lock file).
 
-1. the merged file is written hidden (``.c-….parquet.partial``) and synced;
-2. a manifest (``compacted/_manifests/<id>.json``) names the merged file and its sources;
-3. the merged file is renamed into place: from that instant its manifest is *live*.
-
-A reader takes a :class:`Snapshot` when it connects and reads exactly its files: the append
-files and compacted files that exist then, less the sources of the merged files among them. A
-merged file that goes live after a reader connected is not in its list, and the reader still
-reads the sources, which stay on disk for a grace period (and until the views file of the
-``duckdb`` CLI has been refreshed past the merge) before a later compaction deletes them (the
-manifest a grace period later: a reader that listed a source as it went still skips it). The
-views file reads the append folders by glob (it sees later appends), leaving out the
-superseded files it knew of when it was refreshed.
-Writers are never blocked: a file appended during a compaction was not listed, so it stays.
-One compaction at a time per warehouse (a lock file); a second one returns at once.
+Design: docs/design/warehouse.md#compaction
 """
 
 from __future__ import annotations

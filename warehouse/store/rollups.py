@@ -1,27 +1,14 @@
 """Rollups: per-needle and per-answer counts kept up to date, so position accuracy,
 accuracy_by_length and recall_stats read thousands of rows, not hundreds of millions.
 
-``needle_tallies`` holds, per (cell, probe, model, needle index, validity), how many needle rows
-of the answers ``results`` picks there are, and how many were in the LCS, correct, missing or
-misordered. ``answer_tallies`` holds, per (cell, probe, model, validity, graded, parse_ok,
-accuracy), how many answers ``results`` picks and their latencies' sum; ``tally_epochs`` the
-(epoch, config) pairs ``results`` has rows for (recall_stats' ``epochs``). Which attempt
-``results`` picks for an (epoch, cell) depends on every attempt of it, so the tallies come with
-``attempts``: one narrow row per attempt (the pick's ordering key and what the answer tallies
-count).
+``needle_tallies``, ``answer_tallies`` and ``tally_epochs`` count what ``results`` picks, and
+``attempts`` holds a narrow row per attempt. Derived data, never a second source of truth: a
+*generation* (``rollups/gen-<id>.json``) covers some files of the raw tables; files appended
+since are *fresh*, added at query time (``tallies.sql``); a generation that does not match the
+reader's snapshot is not used. Compaction writes the generations, ``needlescope rollups
+--rebuild`` derives one from the raw tables alone, and writers never touch them.
 
-Derived data, never a second source of truth. A *generation* (``rollups/gen-<id>.json``) names
-its data files (``rollups/data/``: immutable, written once) and the files of ``answers`` and
-``needle_outcomes`` it covers. A reader takes the generation named by ``rollups/current.json``
-and its own file snapshot: files the generation covers are read from the tallies, the others
-(appended since) are *fresh*, and ``tallies.sql`` adds their effect — including a fresh
-attempt that displaces a covered one — at query time. A generation that does not match the
-snapshot (a file it covers is gone without a merge that holds it) is not used: the views then
-count everything from the raw rows, as before. Compaction writes a new generation after its
-merges (a merged file is covered when all its sources were), counting only the fresh files —
-an append-only delta — and merges the deltas when there are many. ``needlescope rollups
---rebuild`` derives a generation from the raw tables alone. Writers never touch rollups, and one
-compaction at a time writes them (the compaction lock), so no file is updated in place.
+Design: docs/design/warehouse.md#rollups
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Another needle tool's records (needlescope.imports) as warehouse rows: a cell, its answer
 graded by needlescope, and the answer's needle outcomes, in the same tables as a native run.
 
-- gkamradt and U-NIAH answers are needle-case answers (probe ``cases``; U-NIAH's RAG runs
-  ``rag``), graded by keyword recall with the keywords needlescope would derive for the needles
-  (``case_file.default_keywords``); the tool's judge score is ``original_score`` (unscaled) and,
-  as ``judge_score`` in ``detail``, what the cases views compare the keyword grade with.
-  A score-only record (gkamradt's list-style files) has no reply: no grade, its own score only.
-- Counting-Stars answers are ``counting_stars`` answers graded by its grader.
-- RULER predictions go to the probe of their task's family (``niah_*``: niah, ``vt``:
-  variable_tracking, ``cwe``/``fwe``: aggregation, ``qa_*``: qa), scored by RULER's metric
-  (``needlescope.probes.ruler.scoring``, its post-processing included).
+gkamradt and U-NIAH answers are ``cases`` answers (U-NIAH's RAG runs ``rag``) graded by keyword
+recall, the tool's judge score kept as ``original_score``; Counting-Stars answers are
+``counting_stars`` answers; RULER predictions go to their task family's probe, scored by RULER's
+metric. A cell id hashes the tool, the model and the record's key: the same files give the same
+ids.
 
-A cell id hashes the tool, the model and the record's key: the same files give the same ids.
+Design: docs/design/warehouse.md#tool-rows
 """
 
 from __future__ import annotations

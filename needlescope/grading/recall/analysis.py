@@ -1,15 +1,12 @@
 """The seed's error analysis of a counted answer, from the longest common subsequence (LCS).
 
-A needle counts as recalled in order when it belongs to the LCS of the expected and answered
-value sequences, traced back from the ends and preferring to step back in the *answered*
-sequence on ties (the seed's rule; other tie rules miss a few of its published rows). An
-expected value answered outside the anchors is a *misorder*; an answered value that is no
-expected value is a *hallucination*, located between the anchors around it; further copies
-of an expected value are *duplicates*; an expected value never answered is *missing*.
+A needle is recalled in order when it belongs to the LCS of the expected and answered values
+(traced back from the ends, preferring a step back in the *answered* sequence on ties: the
+seed's rule). Outside it: *misorders*, *hallucinations*, *duplicates* and *missing* needles.
+``needle_index``, ``key_from`` and ``key_to`` are 1-based needle numbers; ``answer_index`` and
+the pairs of :func:`lcs_anchors` are 0-based positions in the value sequences.
 
-Index conventions: ``needle_index``, ``key_from`` and ``key_to`` are 1-based needle
-numbers (the JSON keys of the expected answer); ``answer_index`` and the pairs returned by
-:func:`lcs_anchors` are 0-based positions in the value sequences.
+Design: docs/design/grading.md#recall-analysis
 """
 
 from __future__ import annotations

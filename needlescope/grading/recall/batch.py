@@ -2,14 +2,12 @@
 (``_analyze_ops`` runs past 60 lines: the hot loop over edit operations, kept whole for speed.)
 
 For reply i: the figures of ``grade_recall(expected[i], responses[i])`` and the rows of
-``analyze_errors(expected[i], answered)``. Speed (``bench/bench_grading.py``): an answer
-equal to the expected list skips the analysis; distances and the LCS run in rapidfuzz's C
-code directly on the values when they are plain ints it compares exactly; rapidfuzz's LCS
-traceback is checked against the seed's tie rule and corrected where they part (only when an
-anchored needle was answered twice, see :func:`.analysis.seed_blocks`); per-needle results
-are column slices, not objects. Whatever falls outside those paths (repeated expected values,
-non-integer values) takes the general path; ``tests/grading/test_recall_batch.py`` pins the fast
-paths to it.
+``analyze_errors(expected[i], answered)``, per-needle results as column slices. Fast paths
+(``bench/bench_grading.py``): an exact answer skips the analysis, and plain ints go to
+rapidfuzz's C code, its LCS traceback corrected to the seed's tie rule; anything else takes the
+general path, to which the tests pin the fast ones.
+
+Design: docs/design/grading.md#recall-batch
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Reading a recall reply as the recall seed read it: extraction, then ordering.
 
-1. *Extraction* (what the seed stored as the answer): a ```` ```json ```` fence whose content
-   runs from ``{`` to the first ``}`` followed by optional whitespace and the closing fence;
-   else a plain ```` ``` ```` fence the same way. A fence that matches decides: if its
-   content is not valid JSON the reply is a parse failure, and a valid object is the answer
-   whatever its keys. Without a fence: the first brace-balanced object (at most one level of
-   nesting, candidates taken left to right without overlapping) that is valid JSON and has
-   any key made only of digits (``str.isdigit``). Nothing found: a parse failure. An empty
-   reply is neither an answer nor a parse failure: the seed did not count it.
-2. *Ordering* (how the seed's analysis read the answer): if every key converts with
-   ``int()``, the values in integer key order, each looked up by ``str(int(key))``; a key
-   such as ``"01"`` or ``" 1"`` then finds no entry and the seed's analysis left the whole
-   answer out of its counts (it is kept, marked ``uncounted``). Otherwise all keys sorted as
-   strings, and all their values.
+1. *Extraction* (what the seed stored): a ``json`` fence, else a plain one, else the first
+   brace-balanced object that is valid JSON with a key made only of digits; a fence whose
+   content is not JSON, or nothing found, is a parse failure (an empty reply is neither).
+2. *Ordering* (how the seed's analysis read the answer): with every key an ``int()``, the
+   values in integer key order (a key such as ``"01"`` makes the answer ``uncounted``);
+   otherwise all keys sorted as strings.
 
-An answer the seed stored (its ``model_response_json``) went through step 1 when the seed
-received it: :func:`read_stored` applies step 2 alone.
+An answer the seed stored went through step 1 already: :func:`read_stored` applies step 2.
+Design: docs/design/grading.md#recall-parse
 """
 
 from __future__ import annotations

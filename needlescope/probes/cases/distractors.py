@@ -1,17 +1,13 @@
 """Distractors: near-miss statements placed beside a case's needles, and which one an answer
 repeated (after Chroma's context-rot study).
 
-A case may list ``distractors:`` (a sentence, or ``{text, keywords}``) and ``distractor_depths:``
-(one depth percent each). Without depths they are spread evenly over the depths the needles
-leave free: ``needles + distractors`` slots at the middles of equal stretches of the document,
-each needle taking the free slot nearest its own depth, the distractors the rest in order.
+A case may list ``distractors:`` and ``distractor_depths:``; without depths they are spread
+over the depths the needles leave free. A distractor's keywords are its distinctive words; an
+answer *contains* one when at least half of them are found in it, and the answer's
+``distractor`` is the one with the largest share found (the earliest on a tie). The reading
+works for any keyword lists, such as RULER niah's distractor values.
 
-A distractor's keywords are its distinctive words: by default its words (as cases.py picks a
-needle's: no stopwords, no short words) that no needle, the question or the true answer uses,
-nor another distractor when that leaves any. An answer *contains* a distractor when at least
-half of its keywords are found in it (cases.py's keyword rule); the answer's ``distractor`` is
-the one of those with the largest share found, the earliest on a tie. The same reading works
-for any keyword lists, such as RULER niah's distractor values (``[["4812"], ["9031"]]``).
+Design: docs/design/probes.md#distractors
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The cases probe: U-NIAH needle cases (needles, a question, a true answer) at depth percents.
 
-The first needle goes at the cell's depth percent of the filler, the others evenly between it and
-the end (the original multi-needle test: needle i at depth + i × (100 − depth) / n), each at the
-nearest sentence boundary and never after the sentence the length cut in two. A case travels in
-the cell's ``probe_params`` (with its content hash), so a stored cell rebuilds without its file.
+The first needle goes at the cell's depth percent, the others evenly between it and the end,
+each at the nearest sentence boundary; a case travels in the cell's ``probe_params``. Keyword
+recall, the deterministic grade: a needle's recall is the share of its keywords found in the
+reply, *recalled* at one half or more; accuracy is the mean over the needles × 100. The LLM
+judge (grading/_judge.py) grades the same answer separately; U-NIAH's own terms are in
+uniah.py.
 
-Keyword recall, the deterministic grade: a keyword is found when it occurs in the reply
-(grading/keywords.py; the default keywords come from the case file: case_file.py). A needle's
-recall is the share of its keywords found; it counts as *recalled* when that share is at least
-one half. Accuracy is the mean recall over the needles × 100. A needle whose words the case's
-true answer does not use has no default keywords: it is not checked (its detail says so) and the
-mean is over the others.
-The LLM judge (needlescope/grading/_judge.py) grades the same answer separately.
-
-U-NIAH's own terms (``prompts: [uniah]``, ``length_budget: seed``) are in probes/uniah.py.
+Design: docs/design/probes.md#cases
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """The counting_stars probe, Counting-Stars-(M-N): M star sentences cut the haystack into M
 equal parts; the model lists every count as ``{"little_penguin": [...]}``.
 
-Templates (templates.py) are needlescope's own, whose stars close the M parts at
-sentence ends, or the paper's, spliced in by the repository's own loop (paper.py).
-Counts are drawn per cell, or the repository's fixed list (``counts: paper``).
+Templates are needlescope's own (templates.py) or the paper's (paper.py); counts are drawn per
+cell, or the repository's fixed list (``counts: paper``). Scoring follows the paper's code: the
+answered list truncated to M and deduplicated, each true count scoring 1 when it is in what is
+left (the reasoning variant: 1, 0.5 or 0.25); accuracy is the mean score × 100. Under the
+paper's templates "is in" is Python's equality (``true == 1``); a reply with no list scores 0
+and is flagged as a parse failure.
 
-Scoring follows the paper's code: the answered list is truncated to M and deduplicated, then each
-true count scores 1 when it is anywhere in what is left (membership, not position). In the
-reasoning variant each star also carries a mistaken count that was corrected; a star scores 1 for
-the corrected count alone, 0.5 for both counts, 0.25 for the mistaken count alone, else 0.
-Accuracy is the mean score × 100.
-
-What "is in" means depends on the template. The paper's code (its notebook's
-``reduce_duplicate``: ``list(set(predicted[:m]))``, then ``ref in predicted``) compares the JSON
-values as Python does, so ``true == 1`` and ``false == 0``: under the paper's templates
-(``stars-*-paper``, whose cells carry ``facts["scoring"] == "paper"``) and for imported result
-files, ``[true, 6]`` holds the count 1 and ``[1, true]`` is one item twice. needlescope's own
-templates (and facts without the flag, as stored before it) keep a boolean never a count. Under
-both, a number equal to an integer is that integer (``6.0`` is 6), a string is never a count
-(``"6" != 6``), and a nested list or object (on which the paper's ``set()`` raises) is none.
-
-Reading the answer is needlescope's own rule (the paper's notebook raises on anything but the
-object): a bare JSON list is the list, and a reply with no list scores 0, every star missed,
-flagged as a parse failure but kept in the mean.
+Design: docs/design/probes.md#counting-stars
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Reading and scoring a latent-list answer.
 
-Reading, by query:
-- ``list``: the first ``[...]`` in the answer that ``ast.literal_eval`` reads as a list; a
-  bracket right after a name, ``)`` or ``]`` is a subscript (``x[2]``), not an answer, and a
-  span that does not parse is passed over (only the first ``MAX_SPANS`` spans are tried).
-- ``length`` and ``element``: the first integer in the answer outside subscripts and calls
-  (``x[2] = 57`` reads 57, ``len(x) is 4`` reads 4, ``[57]`` reads 57).
+Reading, by query: ``list`` takes the first ``[...]`` that ``ast.literal_eval`` reads as a list
+(not a subscript such as ``x[2]``); ``length`` and ``element`` the first integer outside
+subscripts and calls. Score: 100 when what was read equals the final value exactly (ints only),
+else 0; nothing to read is a parse failure (no score). *Consistent with*: the largest k such
+that the state after the first k operations gives what was read.
 
-Score: 100 when what was read equals the final value exactly (ints only: ``[True]`` is not
-``[1]``, ``3.0`` is not ``3``), else 0; an answer with nothing to read is a parse failure
-(no score), as in goto. *Consistent with*: the largest k such that the state after the first
-k operations gives what was read (0: x as created; None: no state does).
+Design: docs/design/probes.md#latent-list
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
 """MRCR, OpenAI's multi-round coreference test, on conversations of our own making.
 
-A conversation of real user / assistant turns in which users ask for short pieces of writing
-(a poem about tapirs, a short story about lighthouses…) and the assistant's turns hold our
-seeded generator's pieces; one request is repeated ``needles`` times (2, 4 or 8) with different
-replies among other requests that fill the length; the last user turn asks for one occurrence
-with a nonce prepended. Scored by OpenAI's rule (score.py).
+One request for a short piece of writing is repeated ``needles`` times (2, 4 or 8) among
+others that fill the length; the last user turn asks for one occurrence, a nonce prepended.
 
 - pieces.py: forms, topics and the piece generator
 - conversation.py: the turns, the nonce, the final question
 - fit.py: the most filler turns within a length in the model's tokens
 - score.py: OpenAI's ratio, the nonce hit, the occurrence the answer reproduced
+
+Design: docs/design/probes.md#mrcr
 """
 
 from __future__ import annotations

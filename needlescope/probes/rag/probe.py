@@ -1,18 +1,12 @@
 """The rag probe: a cases haystack chunked, embedded and retrieved into the prompt (U-NIAH's RAG).
 
-``build`` first fits the very haystack the cases probe builds for the same case, length, depth and
-filler (its *twin* cell, whose context id is stored as ``facts["pair_id"]``), cuts it into
-overlapping character chunks, ranks them by cosine similarity to the question and puts the chosen
-ones in the prompt: ``topk`` the ``top_k`` best, ``half`` / ``full`` the best ones until half / all
-of the cell's length is used (``topk`` never exceeds the cell's length either). Chunks appear best
-first, or with ``reverse`` least relevant first, so the best one sits next to the question.
-Grading is the cases probe's, so LLM and RAG answers compare cell by cell.
+``build`` fits the haystack of the cell's cases *twin* (``facts["pair_id"]``), cuts it into
+overlapping chunks, ranks them by cosine similarity to the question and puts the chosen ones in
+the prompt (``topk``, ``half`` or ``full``; best first, or least relevant first with
+``reverse``). Grading is the cases probe's, so LLM and RAG answers compare cell by cell.
+``chunking: uniah`` is U-NIAH's RAG instead (haystack/chunking.py, cl100k tokens).
 
-``chunking: uniah`` is U-NIAH's RAG instead: LangChain's recursive character splitter
-(needlescope/haystack/chunking.py), and its context filling counted in cl100k tokens: ``topk`` the
-``top_k`` best chunks whatever their length, ``full`` / ``half`` the best chunks until the
-length (half of it) less the prompt's own tokens is filled exactly, the last chunk cut to fit
-(probes/uniah.py). ``prompts: [uniah-rag]`` is U-NIAH's RAG prompt around them.
+Design: docs/design/probes.md#rag
 """
 
 from __future__ import annotations

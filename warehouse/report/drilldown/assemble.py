@@ -1,33 +1,14 @@
 """Drill-down: the answers behind a cell of a heatmap, embedded in the page.
 (``collect`` runs past 60 lines: the page's JSON assembled in its order, in one place.)
 
-A heatmap cell pools the answers of one or more cell configs over every epoch: the recall
-needle charts (position accuracy, missing, misordered needles, hallucinations) a model, a
-length and the variant axes the probe varies; Counting-Stars' star-index heatmap a model, a
-length and its variant (stars, language, order, …); the needle cases' depth × length heatmaps
-(keyword recall, judge score) a panel (the model, and the case or filler when several), a
-setting (LLM, or RAG per context mode), a length and a depth. Each such family of heatmaps is
-a :class:`Target`: the probes whose answers it pools, the config columns it is drawn from, and
-how a row of those becomes the fields the chart's datum carries (``label``, the chart
-module's own labelling, so the page and the chart agree). For each heatmap cell the page
-carries up to :data:`PER_CELL` of its answers, picked in DuckDB with a window function
-(parsed answers first, latest epoch first), never loading all answers:
+Each family of heatmaps is a :class:`Target` (the probes whose answers it pools, the config
+columns it is drawn from, how a row becomes the chart datum's fields). Per heatmap cell the page
+carries up to :data:`PER_CELL` answers, picked in DuckDB: the expected needles, the reply, the
+grade, the per-needle outcomes and the haystack around each needle, rebuilt from the cell row
+and checked against the stored SHA-256. Everything is one JSON object in the page
+(``id="drilldown"``), looked up by chart id and :func:`cell_key`.
 
-* the expected needles, the reply (cut at :data:`RESPONSE_CHARS` characters), the grade
-  (accuracy, parse_ok, error_kind; the judge's score for needle cases) and the per-needle
-  outcomes (``needle_outcomes``: recall's correct / misorder / missing, a star's correct /
-  partial / mistaken / missing, a case needle's correct / partial / missing);
-* the haystack around each needle (±:data:`CONTEXT_CHARS` characters). The haystack is not
-  stored (unless ``save_prompts``) but rebuilt exactly from the cell row: its fields give
-  the :class:`~needlescope.grid._cells.Cell` (checked against its id), ``filler_chars`` and
-  ``prompt_length`` the fitted size (a RAG cell also its retrieval order, from ``facts``),
-  and the rebuilt prompt is checked against the stored SHA-256. A cell that cannot be
-  rebuilt (a corpus folder that is gone, a legacy import) says "context unavailable" and why.
-
-Everything is one JSON object (``<script type="application/json" id="drilldown">``): the
-page's script finds a clicked cell's answers by chart id (``charts``: its target, the datum
-fields that name a cell and the field on y) and the key those fields make (``groups``):
-:func:`cell_key` in Python, the same join in the script.
+Design: docs/design/report.md#drilldown
 """
 
 from __future__ import annotations

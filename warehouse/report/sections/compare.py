@@ -3,18 +3,12 @@ length × needle count, each one's mean accuracy, the paired difference with its
 95% interval and the McNemar p-value of the per-needle hits.
 
 Every pair is computed here with :func:`significance.paired_comparisons` (:data:`CHUNK` pairs
-at a time, each chunk's answers read once) and embedded as JSON; the page's script only shows
-the chosen one (no server). Pairs:
+at a time) and embedded as JSON; the page's script only shows the chosen one (no server). Past
+:data:`POOLED_MAX_ANSWERS` answers a probe's pairs read only its latest epochs; at most
+:data:`MAX_MODELS` models per probe are compared, and no chunk starts once
+:data:`COMPARE_SECONDS` have gone by (the page says which were left out).
 
-* two models, paired answer by answer within each epoch (the same needles at the same
-  places: the cells' ``context_id``), over every epoch; past :data:`POOLED_MAX_ANSWERS`
-  answers of the probe, within its latest epoch only (a pooled comparison reads them all);
-* two epochs of one model (of its :data:`MAX_EPOCHS` latest; past POOLED_MAX_ANSWERS, its
-  latest and the one before), paired by ``cell_id``.
-
-At most :data:`MAX_MODELS` models per probe (those with the most answers) are compared, so a
-page holds at most ``C(15, 2) + 15 × C(3, 2) = 150`` comparisons per probe, and no chunk is
-started once :data:`COMPARE_SECONDS` have gone by (the page says which were left out).
+Design: docs/design/report.md#compare
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The report's statistics: accuracy with intervals per model, effective context length,
-drift between epochs and unstable cells, from :mod:`needlescope.warehouse.significance`.
+drift between epochs and unstable cells, from :mod:`needlescope.warehouse.stats`.
 
-Definitions (also stated on the page):
+Accuracy is the mean over the parsed answers with a bootstrap 95% interval (normal above
+``intervals.BOOTSTRAP_MAX_N`` answers), rates with Wilson intervals; effective context length
+is RULER's rule, all needle counts pooled; drift compares the latest epoch with the previous
+one, paired by cell; unstable cells span more than the spread. The page states the definitions.
 
-* accuracy: mean over the parsed answers (0-100), with a seeded percentile-bootstrap 95%
-  interval of the mean (the normal one above ``intervals.BOOTSTRAP_MAX_N`` answers);
-  needle hit and parse-failure rates with Wilson 95% intervals;
-* effective context length: the longest length L whose mean accuracy is at least the
-  threshold at L and at every shorter length tested (all needle counts pooled); the range
-  applies the same rule to the interval's lower and upper bounds;
-* drift: the latest epoch against the previous epoch of the same config, paired by cell;
-  flagged when the paired-bootstrap 95% interval of the difference excludes 0;
-* unstable cells: cell configs whose parsed answers (over repeats and epochs) span more
-  than the spread (max − min accuracy).
+Design: docs/design/report.md#statistics
 """
 
 from __future__ import annotations
