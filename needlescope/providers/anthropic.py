@@ -167,7 +167,7 @@ class AnthropicProvider(HttpProvider):
         wait = _retry_after(headers) if retryable else None
         return HttpFailure(kind, f"{self._snippet(detail)}{suffix}", retryable, wait)
 
-    def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
+    def _reply(self, status: int, data: Any, latency_s: float | None) -> Reply:
         content = data.get("content") if isinstance(data, dict) else None
         where = f"HTTP {status} from {self._where}"
         if isinstance(data, dict) and isinstance(data.get("error"), dict) and content is None:

@@ -62,7 +62,7 @@ class Reply:
     prompt_tokens: int | None
     completion_tokens: int | None
     reasoning_tokens: int | None
-    latency_s: float
+    latency_s: float | None  # None: answered in a batch, where no latency is measured
     model_version: str | None = None  # the provider's fingerprint / version string
     cached_tokens: int | None = None  # prompt tokens read from the provider's cache
     # The reply carried reasoning (thinking blocks, thought parts, a reasoning_content field),

@@ -226,7 +226,7 @@ class GeminiProvider(HttpProvider):
             raise self._bad(base.BAD_RESPONSE, f"countTokens sent no 'totalTokens': {snippet}")
         return total
 
-    def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
+    def _reply(self, status: int, data: Any, latency_s: float | None) -> Reply:
         where = f"HTTP {status} from {self._where}"
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             raise self._body_error(status, data)

@@ -82,9 +82,11 @@ class HttpProvider(abc.ABC):
         url = URL(base_url)
         # Credentials in the URL go as HTTP Basic auth, stated once for the session rather than
         # left in every request's URL (config refuses them beside a key).
-        self._auth: aiohttp.BasicAuth | None = None
+        headers = dict(headers)
         if url.user is not None or url.password is not None:
-            self._auth = aiohttp.BasicAuth(url.user or "", url.password or "")
+            auth = aiohttp.encode_basic_auth(url.user or "", url.password or "")
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+            headers["Authorization"] = auth
             base_url = str(url.with_user(None))
         self.name = name
         self.reasoning = reasoning
@@ -119,7 +121,7 @@ class HttpProvider(abc.ABC):
         """The JSON body ``complete`` sends for ``request``."""
 
     @abc.abstractmethod
-    def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
+    def _reply(self, status: int, data: Any, latency_s: float | None) -> Reply:
         """The ``Reply`` in a 2xx JSON body; raises a ``ProviderError`` when there is none."""
 
     @abc.abstractmethod
@@ -171,7 +173,6 @@ class HttpProvider(abc.ABC):
                 connector=aiohttp.TCPConnector(limit=self.max_connections),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 headers=self._headers,
-                auth=self._auth,
             )
             self._loop = loop
         return self._session
@@ -198,9 +199,29 @@ class HttpProvider(abc.ABC):
         self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
         """(status, JSON reply) of one POST, without retrying."""
+        status, raw = await self._request("POST", url, json_body=body, headers=headers)
+        return status, self._json(status, raw)
+
+    async def _get(self, url: str) -> tuple[int, Any]:
+        """(status, JSON reply) of one GET, without retrying."""
+        status, raw = await self._request("GET", url)
+        return status, self._json(status, raw)
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """(status, body bytes) of one request, without retrying; a non-2xx raises its kind."""
         status = None
         try:
-            async with self._client().post(url, json=body, headers=headers) as resp:
+            async with self._client().request(
+                method, url, json=json_body, data=data, headers=headers
+            ) as resp:
                 status = resp.status
                 raw = await resp.read()
                 if not 200 <= status < 300:
@@ -215,8 +236,11 @@ class HttpProvider(abc.ABC):
             ) from None
         except aiohttp.ClientError as e:
             raise self._bad(base.CONNECTION, f"cannot reach {self._where}: {_reason(e)}") from None
+        return status, raw
+
+    def _json(self, status: int, raw: bytes) -> Any:
         try:
-            return status, json.loads(raw)
+            return json.loads(raw)
         except ValueError:
             snippet = self._snippet(raw.decode(errors="replace"))
             msg = f"HTTP {status} from {self._where}: reply is not JSON: {snippet}"

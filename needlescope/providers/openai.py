@@ -155,7 +155,7 @@ class OpenAIProvider(HttpProvider):
             raise self._bad(base.BAD_RESPONSE, f"{self.tokenize_url} sent no 'tokens' list")
         return len(tokens)
 
-    def _reply(self, status: int, data: Any, latency_s: float) -> Reply:
+    def _reply(self, status: int, data: Any, latency_s: float | None) -> Reply:
         choices = data.get("choices") if isinstance(data, dict) else None
         where = f"HTTP {status} from {self._where}"
         if isinstance(data, dict) and data.get("error") is not None and not choices:
