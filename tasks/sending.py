@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from needlescope.config import SweepConfig
+from needlescope.config import ModelConfig, SweepConfig
 from needlescope.errors import NeedlescopeError
 from needlescope.providers.base import Reply
 
@@ -38,17 +38,28 @@ class Spend:
             budget.usd is not None and self.usd >= budget.usd
         )
 
-    def cost(self, model: str, reply: Reply) -> float | None:
-        """As the provider bills it: completion tokens include reasoning; cached prompt tokens
-        at the cached rate where the price table gives one."""
-        price = self.config.model(model).price
-        if price is None:
-            return None
-        return price.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
+    def cost(self, model: str, reply: Reply, *, batched: bool = False) -> float | None:
+        """As the provider bills it: completion tokens include reasoning; cache reads and
+        writes at their rates; batch (and flex) requests at batch prices."""
+        return reply_cost(self.config.model(model), reply, batched=batched)
 
-    def add(self, model: str, reply: Reply) -> None:
+    def add(self, model: str, reply: Reply, *, batched: bool = False) -> None:
         self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
-        self.usd += self.cost(model, reply) or 0.0
+        self.usd += self.cost(model, reply, batched=batched) or 0.0
+
+
+def reply_cost(model: ModelConfig, reply: Reply, *, batched: bool = False) -> float | None:
+    """What ``reply`` cost by the model's price table; None without one."""
+    if model.price is None:
+        return None
+    return model.price.cost(
+        reply.prompt_tokens,
+        reply.completion_tokens,
+        reply.cached_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        cache_write_1h_tokens=reply.cache_write_1h_tokens,
+        discounted=batched or model.discounted,
+    )
 
 
 class Pacer:

@@ -58,7 +58,9 @@ def plan(
     from rich.table import Table
 
     table = Table(title=f"plan: {config.name}")
-    for column in (
+    # Batch and flex models pay batch prices: the list price beside them, for comparison.
+    discounted = any(r.cost_usd != r.sync_cost_usd for r in rows)
+    columns = [
         "model",
         "probe",
         "cells",
@@ -68,11 +70,13 @@ def plan(
         "prompt tokens",
         "answer tokens ≤",
         "cost (USD)",
-    ):
+        *(["synchronous (USD)"] if discounted else []),
+    ]
+    for column in columns:
         table.add_column(column, justify="left" if column in ("model", "probe") else "right")
     for row in [*rows]:
         tokens = f"{row.prompt_tokens:,}" + ("" if row.exact else " ≈")
-        cost = "—" if row.cost_usd is None else f"{row.cost_usd:,.4f}"
+        cost = _usd(row.cost_usd) + (" batch" if row.batch and row.cost_usd is not None else "")
         table.add_row(
             row.model,
             row.probe,
@@ -83,6 +87,7 @@ def plan(
             tokens,
             f"{row.answer_tokens:,}",
             cost,
+            *([_usd(row.sync_cost_usd)] if discounted else []),
         )
     total = totals(rows)
     table.add_row(
@@ -94,7 +99,8 @@ def plan(
         str(total["to_send"]),
         f"{total['prompt_tokens']:,}",
         f"{total['answer_tokens']:,}",
-        "—" if total["cost_usd"] is None else f"{total['cost_usd']:,.4f}",
+        _usd(total["cost_usd"]),
+        *([_usd(total["sync_cost_usd"])] if discounted else []),
     )
     Console().print(table)
     if total["dropped"]:
@@ -104,6 +110,10 @@ def plan(
             f"unchecked: {total['unchecked']} cells whose token lengths only their model's API"
             " counts; `run` builds them before it sends any query, and refuses what cannot be"
         )
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.4f}"
 
 
 ConfigsArgument = Annotated[

@@ -116,30 +116,103 @@ class Generation(Frozen):
 
 
 class Price(Frozen):
-    """US dollars per million tokens. Output tokens include reasoning (billed as output)."""
+    """US dollars per million tokens. Output tokens include reasoning (billed as output).
+
+    Cache rates: reads (``cached_input_per_mtok``), and Anthropic's writes, 5-minute
+    (``cache_write_per_mtok``) and 1-hour (``cache_write_1h_per_mtok``); a rate not given is
+    the input rate, or for an ``anthropic`` model the provider's multiple of it (reads 0.1x,
+    5-minute writes 1.25x, 1-hour writes 2x). Batch and flex requests pay ``batch_discount``
+    of every rate (0.5: half), or the batch prices where given."""
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
-    # Prompt tokens read from the provider's cache; None: priced as any input token.
     cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_1h_per_mtok: float | None = Field(default=None, ge=0)
+    batch_discount: float = Field(default=0.5, gt=0, le=1)
+    batch_input_per_mtok: float | None = Field(default=None, ge=0)
+    batch_output_per_mtok: float | None = Field(default=None, ge=0)
+
+    def with_cache_rules(self, provider: str) -> Price:
+        """This table with the provider's published cache multiples where a rate is missing."""
+        multiples = CACHE_MULTIPLES.get(provider, {})
+        filled = {
+            key: round(self.input_per_mtok * multiple, 10)
+            for key, multiple in multiples.items()
+            if getattr(self, key) is None
+        }
+        return self.model_copy(update=filled) if filled else self
 
     def cost(
         self,
         prompt_tokens: int | None,
         output_tokens: int | None,
         cached_tokens: int | None = None,
+        *,
+        cache_write_tokens: int | None = None,
+        cache_write_1h_tokens: int | None = None,
+        discounted: bool = False,
     ) -> float | None:
+        """The price of one request. ``prompt_tokens`` is the whole prompt: uncached input,
+        cache reads (``cached_tokens``) and cache writes (``cache_write_tokens``, of them
+        ``cache_write_1h_tokens`` for an hour); ``discounted``: a batch or flex request."""
         if prompt_tokens is None and output_tokens is None:
             return None
-        cached = min(cached_tokens or 0, prompt_tokens or 0)
-        cached_rate = self.input_per_mtok
-        if self.cached_input_per_mtok is not None:
-            cached_rate = self.cached_input_per_mtok
-        return (
-            ((prompt_tokens or 0) - cached) * self.input_per_mtok
-            + cached * cached_rate
-            + (output_tokens or 0) * self.output_per_mtok
-        ) / 1e6
+        prompt = prompt_tokens or 0
+        read = min(cached_tokens or 0, prompt)
+        written = min(cache_write_tokens or 0, prompt - read)
+        hour = min(cache_write_1h_tokens or 0, written)
+        rate_5m = _or(self.cache_write_per_mtok, self.input_per_mtok)
+        input_cost = (
+            (prompt - read - written) * self.input_per_mtok
+            + read * _or(self.cached_input_per_mtok, self.input_per_mtok)
+            + (written - hour) * rate_5m
+            + hour * _or(self.cache_write_1h_per_mtok, rate_5m)
+        )
+        output_cost = (output_tokens or 0) * self.output_per_mtok
+        if discounted:
+            input_cost *= self._factor(self.batch_input_per_mtok, self.input_per_mtok)
+            output_cost *= self._factor(self.batch_output_per_mtok, self.output_per_mtok)
+        return (input_cost + output_cost) / 1e6
+
+    def _factor(self, batch_rate: float | None, rate: float) -> float:
+        if batch_rate is None:
+            return self.batch_discount
+        return batch_rate / rate if rate else 0.0
+
+
+# Anthropic's published multiples of the input rate (prompt-caching docs): cache reads 0.1x,
+# 5-minute writes 1.25x, 1-hour writes 2x. OpenAI and Gemini publish a cached rate per model.
+CACHE_MULTIPLES: dict[str, dict[str, float]] = {
+    "anthropic": {
+        "cached_input_per_mtok": 0.1,
+        "cache_write_per_mtok": 1.25,
+        "cache_write_1h_per_mtok": 2.0,
+    }
+}
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+class BatchSettings(Frozen):
+    """A model's ``batch:``: its cells go to the provider's batch API (half price, answered
+    within 24 hours) instead of one request each. ``batch: true`` takes every default."""
+
+    # Requests in one batch; None: the provider's own limit (OpenAI 50,000, Anthropic 100,000).
+    max_requests: PositiveInt | None = None
+    poll_s: float = Field(default=60, gt=0)  # seconds between two looks at an open batch
+    # How long a run waits for its batches before it ends and hands them over to the next run
+    # (or `needlescope rerun`), which collects them without sending anything again.
+    wait_s: float = Field(default=24 * 3600, ge=0)
+    # How `rerun` resends a batch's failed cells: as a new batch, or one request each.
+    rerun: Literal["batch", "sync"] = "batch"
+
+
+# Providers with a batch API (needlescope.providers.batch) and with a flex tier.
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini")
+FLEX_PROVIDERS = ("openai", "gemini")
 
 
 class ModelConfig(Frozen):
@@ -165,6 +238,10 @@ class ModelConfig(Frozen):
         default_factory=dict
     )
     price: Price | None = None
+    batch: BatchSettings | None = None
+    # OpenAI's and Gemini's flex tier (service_tier "flex"): synchronous requests at batch
+    # prices, answered more slowly and shed first under load. Not part of a cell's id.
+    tier: Literal["flex"] | None = None
     # A model that thinks gets answer budget + reasoning_budget as its output limit. None: by
     # its name (o1/o3/o4/gpt-5, deepseek-reasoner, Gemini 2.5 and later); a model whose
     # replies carry reasoning is treated as one from then on. Not part of a cell's id.
@@ -177,6 +254,22 @@ class ModelConfig(Frozen):
     # of its own to a hosted counter (HOSTED_COUNTERS), where it would send nearly the whole
     # prompt again for every cell; true: always counted; false: never. Not part of a cell's id.
     count_haystack: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_rules(cls, data: Any) -> Any:
+        """``batch: true`` as the default settings; the provider's cache multiples filled in."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("batch") is True:
+            data["batch"] = {}
+        elif data.get("batch") is False:
+            data["batch"] = None
+        price, provider = data.get("price"), data.get("provider")
+        if isinstance(price, dict | Price) and isinstance(provider, str):
+            data["price"] = Price.model_validate(price).with_cache_rules(provider)
+        return data
 
     @field_validator("provider")
     @classmethod
@@ -205,6 +298,16 @@ class ModelConfig(Frozen):
             raise ValueError(f"an {self.provider} model needs model (the id the API expects)")
         if self.api_key_env and self.api_key_secret:
             raise ValueError("give api_key_env or api_key_secret, not both")
+        if self.batch is not None and self.provider not in BATCH_PROVIDERS:
+            raise ValueError(
+                f"batch: provider {self.provider!r} has no batch API;"
+                f" batch works with {', '.join(BATCH_PROVIDERS)}"
+            )
+        if self.tier is not None and self.provider not in FLEX_PROVIDERS:
+            raise ValueError(
+                f"tier: provider {self.provider!r} has no flex tier;"
+                f" flex works with {', '.join(FLEX_PROVIDERS)}"
+            )
         if self.base_url and has_credentials(self.base_url):
             key = next((k for k in ("api_key_env", "api_key_secret") if getattr(self, k)), None)
             if key is None and any(h.lower() == "authorization" for h in self.headers):
@@ -225,6 +328,11 @@ class ModelConfig(Frozen):
             reasoning_params=self.sends_reasoning_params,
         )
         return self
+
+    @property
+    def discounted(self) -> bool:
+        """Whether its synchronous requests pay batch prices (the flex tier)."""
+        return self.tier == "flex"
 
     @property
     def thinks(self) -> bool:

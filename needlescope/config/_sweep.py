@@ -22,6 +22,7 @@ from pydantic import (
 from needlescope.config._errors import FIELD_FIRST, format_location, one_line
 from needlescope.config._models import (
     NAME_PATTERN,
+    BatchSettings,
     Frozen,
     Generation,
     ModelConfig,
@@ -297,6 +298,7 @@ def resolve_api_key(model: ModelConfig) -> str | None:
 # The config's models, importable from here whichever module defines them.
 __all__ = [
     "BUILTIN_FILLERS",
+    "BatchSettings",
     "Budget",
     "FillerSpec",
     "Generation",

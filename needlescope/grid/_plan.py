@@ -30,7 +30,9 @@ class PlanRow:
     prompt_tokens: int = 0
     answer_tokens: int = 0  # the output limits (answer budgets + reasoning room): an upper bound
     exact: bool = True  # prompt tokens fitted by the model's tokenizer, not estimated
-    cost_usd: float | None = None
+    cost_usd: float | None = None  # as the model is configured: batch or flex at batch prices
+    sync_cost_usd: float | None = None  # the same cells sent one by one at list price
+    batch: bool = False  # the model's cells go to its batch API
 
 
 def plan(
@@ -75,9 +77,14 @@ def plan(
         row.prompt_tokens = count * JUDGE_PROMPT_TOKENS
         row.answer_tokens = count * 256
     for (model_name, _), row in rows.items():
-        price = config.model(model_name).price
-        if price is not None:
-            row.cost_usd = price.cost(row.prompt_tokens, row.answer_tokens)
+        model = config.model(model_name)
+        row.batch = model.batch is not None
+        if model.price is not None:
+            # The worst case: no prompt token read from a cache, every output limit spent.
+            row.sync_cost_usd = model.price.cost(row.prompt_tokens, row.answer_tokens)
+            row.cost_usd = model.price.cost(
+                row.prompt_tokens, row.answer_tokens, discounted=row.batch or model.discounted
+            )
     return list(rows.values())
 
 
@@ -90,6 +97,7 @@ def _file_chars(config: SweepConfig, cell: Cell) -> int:
 
 def totals(rows: list[PlanRow]) -> dict[str, Any]:
     costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    sync_costs = [r.sync_cost_usd for r in rows if r.sync_cost_usd is not None]
     return {
         "cells": sum(r.cells for r in rows if r.probe != "judge"),
         "dropped": sum(r.dropped for r in rows),
@@ -98,6 +106,7 @@ def totals(rows: list[PlanRow]) -> dict[str, Any]:
         "prompt_tokens": sum(r.prompt_tokens for r in rows),
         "answer_tokens": sum(r.answer_tokens for r in rows),
         "cost_usd": sum(costs) if costs else None,
+        "sync_cost_usd": sum(sync_costs) if sync_costs else None,
     }
 
 

@@ -197,6 +197,10 @@ class AnthropicProvider(HttpProvider):
             latency_s=latency_s,
             model_version=data.get("model"),
             cached_tokens=_int(usage.get("cache_read_input_tokens")),
+            cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
+            cache_write_1h_tokens=_int(
+                _dict(usage.get("cache_creation")).get("ephemeral_1h_input_tokens")
+            ),
             reasoned=any(block.get("type") in _THINKING_BLOCKS for block in blocks),
         )
 

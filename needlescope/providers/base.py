@@ -65,6 +65,9 @@ class Reply:
     latency_s: float | None  # None: answered in a batch, where no latency is measured
     model_version: str | None = None  # the provider's fingerprint / version string
     cached_tokens: int | None = None  # prompt tokens read from the provider's cache
+    # Prompt tokens written to the provider's cache (Anthropic), and of them those kept an hour.
+    cache_write_tokens: int | None = None
+    cache_write_1h_tokens: int | None = None
     # The reply carried reasoning (thinking blocks, thought parts, a reasoning_content field),
     # whether or not its tokens were counted.
     reasoned: bool = False

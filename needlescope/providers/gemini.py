@@ -40,7 +40,9 @@ CONTEXT_TOO_LONG_RE = re.compile(
 # "Request payload size exceeds the limit: 20971520 bytes." (a prompt too big to even send)
 REQUEST_TOO_LARGE_RE = re.compile(r"payload size exceeds", re.IGNORECASE)
 # Request-level fields of GenerateContentRequest that ``extra`` may set; all else is generation.
-REQUEST_FIELDS = frozenset({"safetySettings", "tools", "toolConfig", "cachedContent"})
+REQUEST_FIELDS = frozenset(
+    {"safetySettings", "tools", "toolConfig", "cachedContent", "serviceTier"}
+)
 _ROLES = {"user": "user", "assistant": "model", "model": "model"}
 _STATUS_KINDS = {
     429: base.RATE_LIMITED,
@@ -106,7 +108,9 @@ class GeminiProvider(HttpProvider):
         api_version: str = "v1beta",
         reasoning: bool | None = None,
         reasoning_budget: int = DEFAULT_REASONING_BUDGET,
+        service_tier: str | None = None,
     ) -> None:
+        self.service_tier = service_tier  # "flex": batch prices, slower answers
         self.api_version = api_version.strip("/")
         self._resource = model if "/" in model else f"models/{model}"
         all_headers = dict(headers or {})
@@ -201,6 +205,8 @@ class GeminiProvider(HttpProvider):
         generation.update(nested)
         if generation:
             body["generationConfig"] = generation
+        if self.service_tier is not None:
+            body.setdefault("serviceTier", self.service_tier)
         return body
 
     # --- errors ----------------------------------------------------------------------------

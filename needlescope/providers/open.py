@@ -56,6 +56,8 @@ def _settings(model: ModelConfig, *, ctx_per_slot: int, api_key: str | None) -> 
         }
     if model.provider == "openai":
         settings["reasoning_params"] = model.sends_reasoning_params
+    if model.tier is not None:
+        settings["service_tier"] = model.tier
     return settings | {
         "base_url": model.endpoint(),
         "model": str(model.model),

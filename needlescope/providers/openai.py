@@ -84,7 +84,9 @@ class OpenAIProvider(HttpProvider):
         reasoning: bool | None = None,
         reasoning_budget: int = DEFAULT_REASONING_BUDGET,
         reasoning_params: bool | None = None,
+        service_tier: str | None = None,
     ) -> None:
+        self.service_tier = service_tier  # "flex": batch prices, slower answers
         self.tokenize_url = tokenize_url
         self.apply_template_url = apply_template_url
         self.reasoning_params = (
@@ -121,6 +123,8 @@ class OpenAIProvider(HttpProvider):
             extra.pop("top_p", None)
         elif request.temperature is not None:
             body["temperature"] = request.temperature
+        if self.service_tier is not None:
+            body["service_tier"] = self.service_tier
         body.update(extra)
         return body
 

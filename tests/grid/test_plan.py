@@ -76,3 +76,31 @@ def test_variants_are_models_of_their_own_with_their_own_cells() -> None:
     assert len({c.cell_id for c in cells}) == len(cells) == 2 * 3
     # the variants see the same contexts: their answers pair up cell by cell
     assert len({c.context_id for c in cells}) == 3
+
+
+def test_plan_prices_batch_and_flex_models_both_ways() -> None:
+    cheap = {**CONFIG["models"][0], "batch": True}
+    flex = {**CONFIG["models"][0], "name": "flex", "tier": "flex"}
+    config = parse_config({**CONFIG, "models": [cheap, flex]})
+    rows = {(r.model, r.probe): r for r in plan(config)}
+    for name in ("cheap", "flex"):
+        row = rows[(name, "recall")]
+        assert row.sync_cost_usd == pytest.approx((4000 * 2.0 + row.answer_tokens * 8.0) / 1e6)
+        assert row.cost_usd == pytest.approx(row.sync_cost_usd / 2)
+    assert rows[("cheap", "recall")].batch and not rows[("flex", "recall")].batch
+    total = totals(list(rows.values()))
+    assert total["cost_usd"] == pytest.approx(total["sync_cost_usd"] / 2)
+
+
+def test_plan_table_shows_the_synchronous_cost_beside_a_batch_one(tmp_path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from needlescope.flows.cli._app import app
+
+    config = {**CONFIG, "models": [{**CONFIG["models"][0], "batch": True}]}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = CliRunner().invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "synchronous (USD)" in result.output and " batch" in result.output

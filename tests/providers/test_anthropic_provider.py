@@ -214,6 +214,11 @@ async def test_cache_tokens_count_as_prompt_and_odd_replies():
         4,
     )
     assert first.model_version == "claude-x-1"
+    assert (first.cached_tokens, first.cache_write_tokens, first.cache_write_1h_tokens) == (
+        1000,
+        100,
+        None,
+    )
     assert (second.text, second.finish_reason, second.prompt_tokens) == ("", "length", None)
     assert (third.text, third.finish_reason, third.prompt_tokens) == ("", "refusal", 9)
 
@@ -570,3 +575,22 @@ async def test_live_anthropic_api():
         assert await provider.count_tokens("hello world") > 0
     finally:
         await provider.aclose()
+
+
+async def test_cache_writes_kept_an_hour_are_read_apart():
+    usage = {
+        "input_tokens": 5,
+        "cache_creation_input_tokens": 3000,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000},
+        "output_tokens": 1,
+    }
+    body = {"model": "c", "content": [{"type": "text", "text": "7"}], "stop_reason": "end_turn"}
+    async with fake.FakeAnthropicServer(lambda _: {**body, "usage": usage}) as srv:
+        async with client(srv) as p:
+            reply = await p.complete(ASK)
+    assert (reply.prompt_tokens, reply.cache_write_tokens, reply.cache_write_1h_tokens) == (
+        3005,
+        3000,
+        2000,
+    )

@@ -591,3 +591,10 @@ async def test_live_gemini():
         assert 0 < await provider.count_tokens("The magic number is 4817.") < 20
     finally:
         await provider.aclose()
+
+
+async def test_the_flex_tier_is_sent_as_service_tier(server):
+    async with client(server, service_tier="flex") as p:
+        await p.complete(ASK)
+    assert server.last_body["serviceTier"] == "flex"
+    assert "serviceTier" not in server.last_body.get("generationConfig", {})

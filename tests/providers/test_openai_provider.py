@@ -384,3 +384,12 @@ def test_an_error_body_code_that_is_no_plain_number_is_a_provider_error(code: st
     as_text = provider._body_error(200, {"code": "429", "message": "upstream failed"})
     assert as_text.kind == provider._body_error(200, {"code": 429, "message": "x"}).kind
     assert as_text.kind != base.PROVIDER_ERROR
+
+
+async def test_the_flex_tier_is_sent_as_service_tier(server):
+    async with client(server, service_tier="flex") as p:
+        await p.complete(ASK)
+    assert server.last_body["service_tier"] == "flex"
+    async with client(server) as p:
+        await p.complete(ASK)
+    assert "service_tier" not in server.last_body

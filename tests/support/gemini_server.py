@@ -97,6 +97,8 @@ THINKING_FIELDS = frozenset({"thinkingBudget", "includeThoughts", "thinkingLevel
 REQUEST_FIELDS = frozenset(
     {"contents", "systemInstruction", "generationConfig", "safetySettings", "tools", "toolConfig"}
     | {"cachedContent", "model"}
+    # google-genai's _GenerateContentConfig_to_mldev puts service_tier at the request's top.
+    | {"serviceTier"}
 )
 DYNAMIC_THOUGHTS = 32  # thoughts of a dynamic budget (-1) or a thinkingLevel
 THOUGHT_SUMMARY = "**Scanning the context** I read the text for the requested values."

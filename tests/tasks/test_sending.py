@@ -81,3 +81,27 @@ def test_twice_the_task_runs_start_unless_a_tag_limit_or_a_budget_applies() -> N
     assert live_task_runs(4, [], budgeted=False) == 8
     assert live_task_runs(4, ["needlescope-provider:openai"], budgeted=False) == 4
     assert live_task_runs(4, None, budgeted=True) == 4
+
+
+def test_spend_prices_cache_writes_and_batch_replies_by_the_table() -> None:
+    base = config().models[0].model_dump()
+    priced = SweepConfig.model_validate(
+        {
+            **config().model_dump(mode="json"),
+            "models": [
+                {
+                    **{k: v for k, v in base.items() if v is not None},
+                    "provider": "anthropic",
+                    "price": {"input_per_mtok": 4.0, "output_per_mtok": 20.0},
+                }
+            ],
+        }
+    )
+    reply = Reply(
+        "7", "stop", 1_000_000, 0, 0, None, cached_tokens=500_000, cache_write_tokens=500_000
+    )
+    spend = Spend(priced)
+    assert spend.cost("m", reply) == pytest.approx(0.5 * 0.4 + 0.5 * 5.0)
+    assert spend.cost("m", reply, batched=True) == pytest.approx((0.2 + 2.5) / 2)
+    spend.add("m", reply, batched=True)
+    assert spend.usd == pytest.approx(1.35) and spend.tokens == 1_000_000

@@ -143,6 +143,7 @@ def graded_row(
     cost: float | None = None,
     repaired: bool = False,
     judged: Mapping[str, Any] | None = None,
+    batch_id: str | None = None,
 ) -> dict[str, Any]:
     """A graded answer; ``cost``: from the model's price table; ``judged``: the judge's verdict
     (needlescope.grading._judge), merged into ``detail`` by :func:`judge_row`. ``repaired``: the
@@ -166,6 +167,9 @@ def graded_row(
             "completion_tokens": reply.completion_tokens,
             "reasoning_tokens": reply.reasoning_tokens,
             "cached_tokens": reply.cached_tokens,
+            "cache_write_tokens": reply.cache_write_tokens,
+            "cache_write_1h_tokens": reply.cache_write_1h_tokens,
+            "batch_id": batch_id,
             "validity": validity_of(reply),
             "finish_reason": reply.finish_reason,
             "latency_s": reply.latency_s,

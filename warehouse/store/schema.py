@@ -50,6 +50,12 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "answers.original_score: an imported answer's score by its own tool, unscaled"
         " (gkamradt's and U-NIAH's judge, 1-10), beside needlescope's grade",
     ),
+    (
+        9,
+        "batch-and-cache",
+        "answers.cache_write_tokens and cache_write_1h_tokens (prompt tokens written to the"
+        " provider's cache, Anthropic) and answers.batch_id (the provider's batch that answered)",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -176,6 +182,13 @@ ANSWERS = pa.schema(
         # An imported answer's score by the tool that produced it, on that tool's own scale
         # (gkamradt's GPT judge: 1-10); NULL for needlescope's own answers.
         ("original_score", pa.float64()),
+        # Prompt tokens written to the provider's cache (Anthropic's cache_creation_input_tokens)
+        # and of them those kept an hour (priced 2x input, the 5-minute ones 1.25x).
+        ("cache_write_tokens", pa.int64()),
+        ("cache_write_1h_tokens", pa.int64()),
+        # The provider's batch that answered (OpenAI batch_…, Anthropic msgbatch_…, Gemini
+        # batches/…); NULL for a synchronous request.
+        ("batch_id", pa.string()),
     ]
 )
 

@@ -94,6 +94,8 @@ SELECT a.run_id, a.epoch, a.cell_id, c.context_id, a.probe, a.model, c.filler, c
        a.chat_template_sha256, a.llama_cpp,
        -- an imported answer's score by its own tool, unscaled (schema 8); NULL for ours
        a.original_score,
+       -- cache writes and the batch that answered (schema 9; NULL in older rows)
+       a.cache_write_tokens, a.cache_write_1h_tokens, a.batch_id,
        -- the prompt the provider counted is off the planned length by more than the tolerance
        (a.prompt_tokens IS NOT NULL AND c.planned_tokens IS NOT NULL
         AND abs(a.prompt_tokens - c.planned_tokens)
