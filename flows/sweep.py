@@ -32,7 +32,7 @@ from needlescope.flows.secrets import secret_api_keys
 from needlescope.flows.serving import local_serving
 from needlescope.flows.tidy import Tidied, tidy_when_built
 from needlescope.grid import Cell, default_epoch
-from needlescope.providers.open import check_offline_lengths, open_provider
+from needlescope.providers.open import check_batch_models, check_offline_lengths, open_provider
 from needlescope.tasks.contexts import ContextBuilder
 from needlescope.tasks.embedders import Embedders
 from needlescope.tasks.query import Asker
@@ -127,6 +127,8 @@ async def run_sweep(
     logger = get_run_logger()
     if only_context:
         check_offline_lengths(config)
+    else:
+        check_batch_models(config)
     store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
     epoch = resolve_epoch(config, store, epoch)
     run_id = new_run_id()
