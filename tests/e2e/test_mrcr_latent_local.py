@@ -43,12 +43,12 @@ def _run(cli, config: Path, tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, 
 
 def _check_rebuilt(con: duckdb.DuckDBPyConnection, config: Path, probe: str) -> None:
     """Every prompt sent rebuilds from its cell row's filler size alone (mrcr: filler pairs);
-    the config stays within 8,000 prompt tokens."""
+    the config stays within 6,000 prompt tokens."""
     loaded = load_config(config)
     cells = {c.cell_id: c for c in expand_grid(loaded)}
     rows = con.execute("SELECT cell_id, filler_chars, prompt_length, prompt_sha256 FROM cells")
     found = rows.fetchall()
-    assert len(found) == 4 and sum(r[2] for r in found) <= 8000
+    assert len(found) == 4 and sum(r[2] for r in found) <= 6000
     for cell_id, filler_chars, _, sha in found:
         cell = cells[cell_id]
         kind = "none" if probe == "mrcr" else "prose"

@@ -58,16 +58,13 @@ def batch_client(provider: Any) -> BatchClient:
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        name: ".base"
-        for name in (
-            "BATCH_CANCELED",
-            "BATCH_EXPIRED",
-            "BATCH_FAILED",
-            "BatchClient",
-            "BatchLimits",
-            "BatchRequest",
-            "BatchResult",
-            "BatchState",
-        )
+        "BATCH_CANCELED": ".base",
+        "BATCH_EXPIRED": ".base",
+        "BATCH_FAILED": ".base",
+        "BatchClient": ".base",
+        "BatchLimits": ".base",
+        "BatchRequest": ".base",
+        "BatchResult": ".base",
+        "BatchState": ".base",
     },
 )
