@@ -1,5 +1,6 @@
 """Small modules and short functions: a module over 400 lines, or one with a function over 60,
-says why in its first 10 lines (the words "400 lines" or "60 lines" mark the reason)."""
+says why in its first 10 lines (the words "400 lines" or "60 lines" mark the reason); a module's
+docstring stays within 12 lines."""
 
 from __future__ import annotations
 
@@ -34,3 +35,21 @@ def _too_long() -> list[str]:
 
 def test_long_modules_and_functions_say_why() -> None:
     assert _too_long() == []
+
+
+MAX_DOCSTRING = 12  # lines: a summary and a short paragraph; the reasoning is in docs/design/
+
+
+def _long_docstrings() -> list[str]:
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+            lines = 0 if docstring is None else docstring.strip("\n").count("\n") + 1
+            if lines > MAX_DOCSTRING:
+                found.append(f"{path.relative_to(ROOT)}: module docstring of {lines} lines")
+    return found
+
+
+def test_module_docstrings_stay_short() -> None:
+    assert _long_docstrings() == []
