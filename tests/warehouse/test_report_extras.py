@@ -272,3 +272,51 @@ def test_big_warehouses_compare_models_within_the_latest_epoch(
     assert "latest epoch" in data["note"]
     assert all("not computed" in p["error"] for p in late["pairs"].values())
     assert "left out for time" in late["note"]
+
+
+def test_run_metadata_prices_each_models_answers_both_ways(tmp_path: Path) -> None:
+    """Cost as charged (a batch at half price, cache reads at Anthropic's 0.1x) beside the
+    same tokens at list price one by one with no cache, and the cache hit rate."""
+    from needlescope.warehouse.report.sections import run_metadata
+
+    config = parse_config(
+        {
+            "name": "c",
+            "models": [
+                {
+                    "name": "claude",
+                    "provider": "anthropic",
+                    "model": "claude-x",
+                    "price": {"input_per_mtok": 3.0, "output_per_mtok": 15.0},
+                },
+                {"name": "m", "provider": "local"},
+            ],
+            "probes": [{"probe": "goto", "line_counts": [10], "orders": ["ordered"]}],
+        }
+    )
+    store = Warehouse(tmp_path / "wh").ensure()
+    store.append("runs", [{"run_id": "r1", "epoch": "e1", "event": "start",
+                           "config_json": config.model_dump_json()}])  # fmt: skip
+    price = config.model("claude").price
+    assert price is not None
+    answers = []
+    for i, (prompt, cached, batch) in enumerate([(1000, 800, "msgbatch_1"), (1000, 0, None)]):
+        cost = price.cost(prompt, 10, cached, discounted=batch is not None)
+        answers.append(
+            {"run_id": "r1", "epoch": "e1", "cell_id": f"c{i}", "model": "claude",
+             "probe": "goto", "prompt_tokens": prompt, "completion_tokens": 10,
+             "cached_tokens": cached, "cost_usd": cost, "batch_id": batch}  # fmt: skip
+        )
+    answers.append({"run_id": "r1", "epoch": "e1", "cell_id": "c9", "model": "claude",
+                    "probe": "goto", "error_kind": "batch_expired"})  # fmt: skip
+    store.append("answers", answers)
+    con = store.connect()
+    try:
+        page = run_metadata.section(con)
+    finally:
+        con.close()
+    charged = sum(a["cost_usd"] for a in answers[:2])
+    listed = (2000 * 3.0 + 20 * 15.0) / 1e6
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page.split("synchronous, no cache")[1])
+    assert cells[:6] == ["claude", "2", f"{charged:.4f}", f"{listed:.4f}", "40.0", "1"]
+    assert charged < listed

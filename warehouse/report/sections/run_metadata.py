@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 
+from needlescope.config._models import Price
 from needlescope.warehouse.report.html import esc, number, table, text
 
 MAX_RUNS = 50
@@ -65,6 +66,81 @@ def _haystacks(
     return out
 
 
+def _spending(
+    con: duckdb.DuckDBPyConnection, run_ids: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per run and model: its answers' cost as charged, tokens, cache reads and batch answers."""
+    try:
+        frame = con.sql(
+            """
+            SELECT run_id, model, count(*) AS answers, sum(cost_usd) AS cost_usd,
+                   sum(prompt_tokens)::BIGINT AS prompt_tokens,
+                   sum(completion_tokens)::BIGINT AS completion_tokens,
+                   sum(cached_tokens)::BIGINT AS cached_tokens,
+                   count(batch_id) AS batched
+            FROM answers
+            WHERE list_contains($runs, run_id) AND error_kind IS NULL
+            GROUP BY ALL ORDER BY ALL
+            """,
+            params={"runs": run_ids},
+        ).pl()
+    except duckdb.Error:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in frame.iter_rows(named=True):
+        out.setdefault(str(row["run_id"]), []).append(row)
+    return out
+
+
+def _prices(config_json: object) -> dict[str, Price]:
+    """Each model's price table in the run's stored config."""
+    try:
+        config = json.loads(config_json) if isinstance(config_json, str) else None
+    except ValueError:
+        return {}
+    models = config.get("models") if isinstance(config, dict) else None
+    found = {}
+    for model in models if isinstance(models, list) else []:
+        if isinstance(model, dict) and isinstance(model.get("price"), dict):
+            try:
+                found[str(model.get("name"))] = Price.model_validate(model["price"])
+            except ValueError:
+                continue  # a price table this version cannot read: no list price shown
+    return found
+
+
+def _spending_table(spent: list[dict[str, Any]], prices: dict[str, Price]) -> str:
+    """What each model's answers cost, what the same tokens cost one by one at list price
+    with nothing read from a cache, and the share of prompt tokens read from a cache."""
+    rows = []
+    for row in spent:
+        price = prices.get(row["model"])
+        listed = None
+        if price is not None:
+            listed = price.cost(row["prompt_tokens"], row["completion_tokens"])
+        prompt, cached = row["prompt_tokens"], row["cached_tokens"]
+        hit = None if not prompt or cached is None else 100 * cached / prompt
+        rows.append(
+            [
+                row["model"],
+                number(row["answers"]),
+                "" if row["cost_usd"] is None else f"{row['cost_usd']:.4f}",
+                "" if listed is None else f"{listed:.4f}",
+                "" if hit is None else f"{hit:.1f}",
+                number(row["batched"]),
+            ]
+        )
+    headers = [
+        "model",
+        "answers",
+        "cost (USD)",
+        "synchronous, no cache (USD)",
+        "cache hit (% of prompt tokens)",
+        "batch answers",
+    ]
+    return table(headers, rows, numeric=[False] + [True] * 5)
+
+
 def _pretty(config_json: object) -> str:
     if not isinstance(config_json, str) or not config_json:
         return ""
@@ -94,7 +170,9 @@ def _config_facts(config_json: object) -> list[str]:
     return facts
 
 
-def _run(run: dict[str, Any], haystacks: list[dict[str, Any]]) -> str:
+def _run(
+    run: dict[str, Any], haystacks: list[dict[str, Any]], spent: list[dict[str, Any]]
+) -> str:
     counts = [
         ("cells", run["cells_total"]),
         ("skipped", run["cells_skipped"]),
@@ -122,6 +200,8 @@ def _run(run: dict[str, Any], haystacks: list[dict[str, Any]]) -> str:
     parts = [f"<dl class='run-facts'>{listing}</dl>"]
     if facts:
         parts.append("<ul>" + "".join(f"<li>{esc(f)}</li>" for f in facts) + "</ul>")
+    if any(row["cost_usd"] is not None or row["cached_tokens"] for row in spent):
+        parts.append(_spending_table(spent, _prices(run["config_json"])))
     if haystacks:
         rows = [
             [
@@ -147,16 +227,23 @@ def _run(run: dict[str, Any], haystacks: list[dict[str, Any]]) -> str:
 def section(con: duckdb.DuckDBPyConnection) -> str:
     """The "Run metadata" section."""
     runs = _runs(con)
-    haystacks = _haystacks(con, [str(r["run_id"]) for r in runs]) if runs else {}
+    run_ids = [str(r["run_id"]) for r in runs]
+    haystacks = _haystacks(con, run_ids) if runs else {}
+    spending = _spending(con, run_ids) if runs else {}
     env = " · ".join(f"{name} {v}" for name, v in versions().items())
     body = [
         "<section id='run-metadata'><h2>Run metadata</h2>",
         "<p class='muted'>per run (latest first, at most "
         f"{MAX_RUNS}): its config as stored, the haystacks (fillers) and seed of the cells it "
         "answered, and the basis of their lengths (tokenizer: the model's own; estimated: "
-        "about 4 characters a token; or characters / bytes)</p>",
+        "about 4 characters a token; or characters / bytes); for priced or cached answers, "
+        "each model's cost as charged beside the same tokens at list price, sent one by one "
+        "with nothing read from a cache</p>",
     ]
-    body += [_run(run, haystacks.get(str(run["run_id"]), [])) for run in runs] or [
+    body += [
+        _run(run, haystacks.get(str(run["run_id"]), []), spending.get(str(run["run_id"]), []))
+        for run in runs
+    ] or [
         "<p>No runs recorded.</p>"
     ]
     body += [f"<p class='muted' id='environment'>report drawn with {esc(env)}</p>", "</section>"]
