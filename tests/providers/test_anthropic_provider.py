@@ -586,9 +586,9 @@ async def test_cache_writes_kept_an_hour_are_read_apart():
         "output_tokens": 1,
     }
     body = {"model": "c", "content": [{"type": "text", "text": "7"}], "stop_reason": "end_turn"}
-    async with fake.FakeAnthropicServer(lambda _: {**body, "usage": usage}) as srv:
-        async with client(srv) as p:
-            reply = await p.complete(ASK)
+    server = fake.FakeAnthropicServer(lambda _: {**body, "usage": usage})
+    async with server as srv, client(srv) as p:
+        reply = await p.complete(ASK)
     assert (reply.prompt_tokens, reply.cache_write_tokens, reply.cache_write_1h_tokens) == (
         3005,
         3000,

@@ -295,20 +295,27 @@ def test_run_metadata_prices_each_models_answers_both_ways(tmp_path: Path) -> No
         }
     )
     store = Warehouse(tmp_path / "wh").ensure()
-    store.append("runs", [{"run_id": "r1", "epoch": "e1", "event": "start",
-                           "config_json": config.model_dump_json()}])  # fmt: skip
+    start = {"run_id": "r1", "epoch": "e1", "event": "start"}
+    store.append("runs", [{**start, "config_json": config.model_dump_json()}])
     price = config.model("claude").price
     assert price is not None
     answers = []
     for i, (prompt, cached, batch) in enumerate([(1000, 800, "msgbatch_1"), (1000, 0, None)]):
         cost = price.cost(prompt, 10, cached, discounted=batch is not None)
+        key = {"run_id": "r1", "epoch": "e1", "cell_id": f"c{i}", "model": "claude"}
         answers.append(
-            {"run_id": "r1", "epoch": "e1", "cell_id": f"c{i}", "model": "claude",
-             "probe": "goto", "prompt_tokens": prompt, "completion_tokens": 10,
-             "cached_tokens": cached, "cost_usd": cost, "batch_id": batch}  # fmt: skip
+            {
+                **key,
+                "probe": "goto",
+                "prompt_tokens": prompt,
+                "completion_tokens": 10,
+                "cached_tokens": cached,
+                "cost_usd": cost,
+                "batch_id": batch,
+            }
         )
-    answers.append({"run_id": "r1", "epoch": "e1", "cell_id": "c9", "model": "claude",
-                    "probe": "goto", "error_kind": "batch_expired"})  # fmt: skip
+    failed = {"run_id": "r1", "epoch": "e1", "cell_id": "c9", "model": "claude"}
+    answers.append({**failed, "probe": "goto", "error_kind": "batch_expired"})
     store.append("answers", answers)
     con = store.connect()
     try:

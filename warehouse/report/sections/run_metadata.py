@@ -170,9 +170,7 @@ def _config_facts(config_json: object) -> list[str]:
     return facts
 
 
-def _run(
-    run: dict[str, Any], haystacks: list[dict[str, Any]], spent: list[dict[str, Any]]
-) -> str:
+def _run(run: dict[str, Any], haystacks: list[dict[str, Any]], spent: list[dict[str, Any]]) -> str:
     counts = [
         ("cells", run["cells_total"]),
         ("skipped", run["cells_skipped"]),
@@ -243,8 +241,6 @@ def section(con: duckdb.DuckDBPyConnection) -> str:
     body += [
         _run(run, haystacks.get(str(run["run_id"]), []), spending.get(str(run["run_id"]), []))
         for run in runs
-    ] or [
-        "<p>No runs recorded.</p>"
-    ]
+    ] or ["<p>No runs recorded.</p>"]
     body += [f"<p class='muted' id='environment'>report drawn with {esc(env)}</p>", "</section>"]
     return "\n".join(body)
