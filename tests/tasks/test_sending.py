@@ -105,3 +105,22 @@ def test_spend_prices_cache_writes_and_batch_replies_by_the_table() -> None:
     assert spend.cost("m", reply, batched=True) == pytest.approx((0.2 + 2.5) / 2)
     spend.add("m", reply, batched=True)
     assert spend.usd == pytest.approx(1.35) and spend.tokens == 1_000_000
+
+
+def test_a_flex_model_pays_batch_prices_on_its_synchronous_replies() -> None:
+    def priced(**extra: object) -> SweepConfig:
+        model = {
+            "name": "m",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9",
+            "price": {"input_per_mtok": 2.0, "output_per_mtok": 8.0},
+        }
+        probe = {"probe": "goto", "line_counts": [10], "orders": ["ordered"]}
+        return SweepConfig.model_validate(
+            {"name": "f", "models": [{**model, **extra}], "probes": [probe]}
+        )
+
+    reply = Reply("7", "stop", 1_000_000, 1_000_000, 0, 1.0)
+    assert Spend(priced()).cost("m", reply) == pytest.approx(10.0)
+    assert Spend(priced(tier="flex")).cost("m", reply) == pytest.approx(5.0)
