@@ -21,6 +21,7 @@ from yarl import URL
 
 from needlescope.errors import ProviderError
 from needlescope.provenance import serving_fingerprint
+from needlescope.provenance.fingerprint import PROMPT_KEYS
 from needlescope.providers import base
 from needlescope.providers.anthropic import AnthropicProvider
 from needlescope.providers.batch.base import (
@@ -60,7 +61,9 @@ class AnthropicBatches:
 
     def __init__(self, provider: AnthropicProvider) -> None:
         self.provider = provider
-        self._bodies: dict[str, dict[str, dict[str, Any]]] = {}  # batch id -> custom id -> body
+        # batch id -> custom id -> the body's settings: all a fingerprint reads of it (the
+        # prompt is left out, so a 256 MB batch is not held twice in memory).
+        self._bodies: dict[str, dict[str, dict[str, Any]]] = {}
 
     def request_bytes(self, item: BatchRequest) -> int:
         body = self.provider.request_body(item.request)
@@ -68,7 +71,9 @@ class AnthropicBatches:
 
     def remember(self, batch_id: str, items: Sequence[BatchRequest]) -> None:
         """Keep the bodies of a batch submitted elsewhere, for its replies' fingerprints."""
-        self._bodies[batch_id] = {i.custom_id: self.provider.request_body(i.request) for i in items}
+        self._bodies[batch_id] = {
+            i.custom_id: _settings(self.provider.request_body(i.request)) for i in items
+        }
 
     async def submit(self, items: Sequence[BatchRequest], tag: str) -> BatchState:
         """Create one batch of ``items``; ``tag`` is not sent (a Message Batch keeps none)."""
@@ -80,7 +85,7 @@ class AnthropicBatches:
         data = await self._call("POST", self._url(), data=payload, headers=headers)
         state = self._state(data)
         self._bodies[state.batch_id] = {
-            item.custom_id: body for item, body in zip(items, bodies, strict=True)
+            item.custom_id: _settings(body) for item, body in zip(items, bodies, strict=True)
         }
         return state
 
@@ -300,3 +305,8 @@ def _seconds(value: Any) -> float | None:
     except ValueError:
         return None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _settings(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body without its prompt: what a reply's fingerprint reads of it."""
+    return {k: v for k, v in body.items() if k not in PROMPT_KEYS}
