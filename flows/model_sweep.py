@@ -63,6 +63,8 @@ class ModelSweep:
         self.claims = claims  # None: prompts only (--only-context), nothing is graded
         self.graded = self.failed = self.dropped = self.unsent = 0
         self.elsewhere = 0  # cells another run of the epoch graded while this one ran
+        self.in_batches = 0  # cells left in provider batches still open (flows/batch_sweep.py)
+        self.waiting_batches = 0  # this model's batches still open when the run ended
         self.drop_reasons: list[str] = []
         self.waiting: list[Cell] = []  # cells another live run holds: looked at again later
         self.logger = get_run_logger()
@@ -133,6 +135,8 @@ class ModelSweep:
             graded |= stored
         busy = set(taken.busy)
         self.waiting.extend(c for c in batch if c.cell_id in busy)
+        if taken.batched:  # a provider's batch answers them; the run collecting it grades them
+            self.in_batches += len(taken.batched)
         if graded:
             self.elsewhere += len(graded)
             self.progress.advance(len(graded), 0)

@@ -120,6 +120,7 @@ async def rerun_cells(
         only_cells={c.cell_id for c in cells},
         note=f"rerun of {run_id}",
         resend=resend,
+        rerun=True,
     )
     if isinstance(state.data, dict):
         state.data["rerun_of"] = run_id

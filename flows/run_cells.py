@@ -52,6 +52,8 @@ class Plan:
     todo: list[Cell]
     probe_of: dict[str, ProbeConfig]
     by_model: dict[str, list[Cell]] = field(default_factory=dict)
+    # Every cell of the config by id (a provider batch adopted from another run names ids).
+    grid: dict[str, Cell] = field(default_factory=dict)
     # False for a shard's part of the grid: the run that fanned it out judges the epoch's gates.
     whole_epoch: bool = True
 
@@ -73,6 +75,7 @@ def plan_run(
     kept = [c for c in cells if fits_context(c, config.model(c.model))]
     todo = [c for c in kept if c.cell_id not in done]
     plan = Plan(cells, kept, todo, {c.cell_id: p for c, p in probe_of_cell.items()})
+    plan.grid = {c.cell_id: c for c in probe_of_cell}
     plan.whole_epoch = shard is None or shards <= 1
     for cell in todo:
         plan.by_model.setdefault(cell.model, []).append(cell)

@@ -40,6 +40,8 @@ def finish_run(
         notes.append(f"{elsewhere} cells graded by another run of the epoch meanwhile (skipped)")
     if "nothing_measured" in summary:
         notes.append(f"nothing measured: {summary['nothing_measured']}")
+    if waiting := summary["batches_waiting"]:
+        notes.append(waiting_note(waiting, summary["cells_in_batches"]))
     counts = {
         k: summary[k]
         for k in (
@@ -115,7 +117,17 @@ def final_state(summary: dict[str, Any], gate_failed: str | None) -> State:
         return Failed(message=f"{summary['cells_failed']} cells failed: {message}", data=summary)
     if "nothing_measured" in summary:
         return Failed(message=f"nothing measured: {message}", data=summary)
+    if waiting := summary.get("batches_waiting"):
+        note = waiting_note(waiting, summary["cells_in_batches"])
+        return Completed(name="AwaitingBatches", message=f"{note}: {message}", data=summary)
     return Completed(message=message, data=summary)
+
+
+def waiting_note(batches: int, cells: int) -> str:
+    return (
+        f"waiting on {batches} batches ({cells} cells): the next run of the config, or"
+        " `needlescope rerun RUN_ID`, collects them without sending them again"
+    )
 
 
 def state_message(summary: dict[str, Any]) -> str:
@@ -149,6 +161,10 @@ def run_summary(
         "cells_failed": sum(s.failed for s in sweeps),
         "cells_unsent": sum(s.unsent for s in sweeps),
         "cells_graded_elsewhere": elsewhere,
+        # Provider batches still open as the run ended, and the cells they (or batches
+        # another run collects) answer: the next run of their models collects them.
+        "batches_waiting": sum(s.waiting_batches for s in sweeps),
+        "cells_in_batches": sum(s.in_batches for s in sweeps),
         "spent_tokens": spend.tokens if spend else 0,
         "spent_usd": round(spend.usd, 6) if spend else 0.0,
         "only_context": only_context,

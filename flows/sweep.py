@@ -22,6 +22,7 @@ from prefect.states import State
 from needlescope.config import ProbeConfig, SweepConfig, load_config
 from needlescope.errors import ConfigError
 from needlescope.fitting import ProvenFit, RememberedFit, local_slot_size
+from needlescope.flows.batch_sweep import BatchModelSweep
 from needlescope.flows.build_check import check_cells, hosted_only, refuse_unbuildable
 from needlescope.flows.limits import active_limits
 from needlescope.flows.model_sweep import ModelSweep
@@ -32,12 +33,13 @@ from needlescope.flows.secrets import secret_api_keys
 from needlescope.flows.serving import local_serving
 from needlescope.flows.tidy import Tidied, tidy_when_built
 from needlescope.grid import Cell, default_epoch
-from needlescope.providers.open import check_batch_models, check_offline_lengths, open_provider
+from needlescope.providers.open import check_offline_lengths, open_provider
 from needlescope.tasks.contexts import ContextBuilder
 from needlescope.tasks.embedders import Embedders
 from needlescope.tasks.query import Asker
 from needlescope.tasks.runtime import Runtime, running
 from needlescope.warehouse.store import Warehouse, default_root, rows
+from needlescope.warehouse.store.batches import BatchBook
 from needlescope.warehouse.store.claims import Claims
 
 
@@ -119,16 +121,16 @@ async def run_sweep(
     note: str | None = None,
     resend: Collection[str] = (),
     checked: bool = False,
+    rerun: bool = False,
 ) -> State:
     """``resend``: cells sent again although the epoch has their answer (rerun --validity);
-    the new answer supersedes the old in ``results``, both stay in ``answers``. ``checked``:
+    the new answer supersedes the old in ``results``, both stay in ``answers``; ``rerun``:
+    a rerun's run (a batch model with ``rerun: sync`` sends its cells one by one). ``checked``:
     the command line has built the cells it could (flows/build_check.py); the run builds the
     rest (lengths a hosted API counts) before anything is written or sent."""
     logger = get_run_logger()
     if only_context:
         check_offline_lengths(config)
-    else:
-        check_batch_models(config)
     store = Warehouse(Path(warehouse) if warehouse else config.warehouse or default_root()).ensure()
     epoch = resolve_epoch(config, store, epoch)
     run_id = new_run_id()
@@ -148,7 +150,10 @@ async def run_sweep(
     progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
     # Prompts only (--only-context) grade nothing: no claim is needed.
     claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
-    run = _Run(config, store, run_id, epoch, progress, claims, proven)
+    if claims is not None:
+        for model in await asyncio.to_thread(models_with_open_batches, config, claims):
+            plan.by_model.setdefault(model, [])  # the run collects them, even with no cell to do
+    run = _Run(config, store, run_id, epoch, progress, claims, proven, rerun=rerun)
     try:
         sweeps = await run.claiming(plan, only_context, resend, logger)
         tidied = await run.tidying if run.tidying is not None else None
@@ -178,6 +183,15 @@ async def check_before_sending(
     )
     refuse_unbuildable(check)
     return check.fits
+
+
+def models_with_open_batches(config: SweepConfig, claims: Claims) -> list[str]:
+    """The config's batch models with batches no run has collected yet."""
+    batched = [m.name for m in config.models if m.batch is not None]
+    if not batched:
+        return []
+    book = BatchBook(claims)
+    return [m for m in batched if book.records(m)]
 
 
 def _write_start(
@@ -223,6 +237,7 @@ class _Run:
     progress: ProgressSink
     claims: Claims | None
     proven: dict[str, ProvenFit]  # the token fits the run's build check counted
+    rerun: bool = False
     # Compaction and the views file, started once every batch is built (flows/tidy.py).
     tidying: asyncio.Future[Tidied] | None = None
 
@@ -291,7 +306,7 @@ class _Run:
                 resend=(self.run_id, frozenset(resend)) if resend else None,
             )
             sweeps = [
-                ModelSweep(
+                self.sweep_class(model, only_context)(
                     config,
                     self.store,
                     model,
@@ -305,10 +320,17 @@ class _Run:
                 ).sorting_batches(uses_prefix_order(config, model))
                 for model in by_model
             ]
+            for model_sweep in sweeps:
+                if isinstance(model_sweep, BatchModelSweep):
+                    model_sweep.batching(plan.grid, self.rerun)
             built = [s.all_built for s in sweeps]
             self.tidying = tidy_when_built(config, self.store, built)
             await asyncio.gather(*(s.run(by_model[s.model], only_context) for s in sweeps))
         return sweeps
+
+    def sweep_class(self, model: str, only_context: bool) -> type[ModelSweep]:
+        batch = self.config.model(model).batch
+        return ModelSweep if only_context or batch is None else BatchModelSweep
 
 
 async def renew_claims(claims: Claims, logger: Any) -> None:

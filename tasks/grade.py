@@ -37,7 +37,9 @@ async def grade_answers(
     for index, (original, answer) in enumerate(zip(answers, stored, strict=True)):
         cell = answer.context.cell
         if not isinstance(answer.outcome, Reply):
-            row = rows.error_row(cell, answer.outcome, run_id, epoch, answer.attempts)
+            row = rows.error_row(
+                cell, answer.outcome, run_id, epoch, answer.attempts, batch_id=answer.batch_id
+            )
         else:
             row = rows.graded_row(
                 answer.context,
@@ -49,6 +51,7 @@ async def grade_answers(
                 cost=answer.cost_usd,
                 repaired=answer is not original,
                 judged=answer.verdict,
+                batch_id=answer.batch_id,
             )
         tables["answers"].append(row)
     return tables

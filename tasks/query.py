@@ -85,13 +85,15 @@ def request_for(context: Context, config: SweepConfig) -> ChatRequest:
 @dataclass
 class Answer:
     """A cell's answer on its way to the warehouse: the context asked, the reply (or why there
-    is none), the requests it took, its cost, and the judge's verdict (tasks/judging.py)."""
+    is none), the requests it took, its cost, the judge's verdict (tasks/judging.py), and the
+    provider's batch that answered it (none for a synchronous request)."""
 
     context: Context
     outcome: Reply | BaseException
     attempts: int
     cost_usd: float | None = None
     verdict: dict[str, Any] | None = None
+    batch_id: str | None = None
 
 
 class Unsent:

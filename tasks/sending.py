@@ -29,14 +29,36 @@ class Spend:
         self.config = config
         self.tokens = 0
         self.usd = 0.0
+        # The worst case of the batches submitted and not yet collected (their max tokens).
+        self.reserved_tokens = 0
+        self.reserved_usd = 0.0
 
     def exhausted(self) -> bool:
+        return not self.fits(0, 0.0, strictly=True)
+
+    def fits(self, tokens: int, usd: float, *, strictly: bool = False) -> bool:
+        """Whether ``tokens`` and ``usd`` more stay within the budget, with what was spent and
+        what open batches may still spend; ``strictly``: some budget must be left after."""
         budget = self.config.budget
         if budget is None:
-            return False
-        return (budget.tokens is not None and self.tokens >= budget.tokens) or (
-            budget.usd is not None and self.usd >= budget.usd
+            return True
+        tokens += self.tokens + self.reserved_tokens
+        usd += self.usd + self.reserved_usd
+        if strictly:
+            return (budget.tokens is None or tokens < budget.tokens) and (
+                budget.usd is None or usd < budget.usd
+            )
+        return (budget.tokens is None or tokens <= budget.tokens) and (
+            budget.usd is None or usd <= budget.usd + 1e-12
         )
+
+    def reserve(self, tokens: int, usd: float) -> None:
+        self.reserved_tokens += tokens
+        self.reserved_usd += usd
+
+    def release(self, tokens: int, usd: float) -> None:
+        self.reserved_tokens = max(0, self.reserved_tokens - tokens)
+        self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def cost(self, model: str, reply: Reply, *, batched: bool = False) -> float | None:
         """As the provider bills it: completion tokens include reasoning; cache reads and

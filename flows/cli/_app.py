@@ -165,13 +165,12 @@ def _check_models(config: Any, *, query: bool) -> None:
     read by the flow)."""
     from needlescope.config import resolve_api_key
     from needlescope.providers.local import default_threads
-    from needlescope.providers.open import check_batch_models, check_offline_lengths
+    from needlescope.providers.open import check_offline_lengths
     from needlescope.providers.reachability import check_models
 
     if not query:  # prompts only: no endpoint, no key is needed
         check_offline_lengths(config)
         return
-    check_batch_models(config)
     for model in config.models:
         resolve_api_key(model)
         if model.provider == "local" and model.threads is None:

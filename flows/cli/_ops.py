@@ -132,12 +132,10 @@ def _checked_configs(config_paths: list[Path]) -> list[Any]:
     """Each config loaded, and every cell of its grid built as its nightly sweep will build it."""
     from needlescope.config import load_config
     from needlescope.flows.build_check import check_config, refuse_unbuildable
-    from needlescope.providers.open import check_batch_models
 
     try:
         configs = [load_config(path) for path in config_paths]
         for config in configs:
-            check_batch_models(config)
             refuse_unbuildable(asyncio.run(check_config(config)))
         return configs
     except NeedlescopeError as exc:

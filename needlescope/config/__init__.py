@@ -12,7 +12,7 @@ from needlescope._exports import lazy_exports
 if TYPE_CHECKING:
     from needlescope.config._errors import FIELD_FIRST, format_location, one_line
     from needlescope.config._file import load_config
-    from needlescope.config._models import Count, Frozen, LengthUnit
+    from needlescope.config._models import BatchSettings, Count, Frozen, LengthUnit
     from needlescope.config._probes import ProbeConfig, ProbeEntry, distinct
     from needlescope.config._sweep import (
         BUILTIN_FILLERS,
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_FILLERS",
     "FIELD_FIRST",
+    "BatchSettings",
     "Count",
     "FillerSpec",
     "Frozen",
@@ -51,6 +52,7 @@ __getattr__, __dir__ = lazy_exports(
         "format_location": "._errors",
         "one_line": "._errors",
         "load_config": "._file",
+        "BatchSettings": "._models",
         "Count": "._models",
         "Frozen": "._models",
         "LengthUnit": "._models",

@@ -85,16 +85,3 @@ def check_offline_lengths(config: SweepConfig) -> None:
                 f" counted by its API ({endpoint}): size its cells in chars or bytes, or run"
                 " without --only-context"
             )
-
-
-def check_batch_models(config: SweepConfig) -> None:
-    """A model with ``batch:`` is priced by ``plan`` but not yet sent by a sweep: refused in
-    one line before anything is written, rather than sent one request at a time at list
-    price behind the config's back."""
-    for model in config.models:
-        if model.batch is not None:
-            raise ConfigError(
-                f"models.{model.name}.batch: sweeps do not send batches yet (plan prices"
-                " them); remove batch: to send one request a cell, or set tier: flex for"
-                " batch prices on OpenAI or Gemini"
-            )

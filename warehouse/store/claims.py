@@ -30,8 +30,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
     epoch TEXT NOT NULL,
     cell_id TEXT NOT NULL,
-    state TEXT NOT NULL,          -- held | graded | free
-    holder TEXT,                  -- the claiming run's token
+    state TEXT NOT NULL,          -- held | graded | free | batched
+    holder TEXT,                  -- the claiming run's token (batched: the batch's intent)
     run_id TEXT,
     host TEXT,                    -- hostname and pid namespace of the claiming process
     pid INTEGER,
@@ -71,6 +71,8 @@ class Taken:
     graded: list[str] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
     lapsed: list[str] = field(default_factory=list)  # of ``mine``: taken from a crashed run
+    # In a provider's batch (warehouse/store/batches.py): its record holds them, not a lease.
+    batched: list[str] = field(default_factory=list)
 
 
 class Claims:
@@ -87,13 +89,13 @@ class Claims:
         self.holder = f"{run_id}:{uuid.uuid4().hex[:8]}"
         self.host = host_identity()
         self.pid = os.getpid()
-        with self._transaction() as con:
+        with self.transaction() as con:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     con.execute(statement)
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         # A connection per transaction: callers run in worker threads (asyncio.to_thread).
         con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         try:
@@ -107,7 +109,7 @@ class Claims:
         finally:
             con.close()
 
-    def _lapsed(self, host: str | None, pid: int | None, expires: float | None, now: float) -> bool:
+    def lapsed(self, host: str | None, pid: int | None, expires: float | None, now: float) -> bool:
         if expires is not None and expires < now:
             return True
         # A claimer on this machine whose process is gone (kill -9) is not waited for.
@@ -117,7 +119,7 @@ class Claims:
         """Claim every cell of ``cell_ids`` that is free, lapsed or already ours."""
         taken = Taken()
         for chunk in _chunks(cell_ids):
-            with self._transaction() as con:
+            with self.transaction() as con:
                 now = time.time()
                 marks = ",".join("?" * len(chunk))
                 found = {
@@ -133,9 +135,11 @@ class Claims:
                     state, holder, host, pid, expires = found.get(cell, ("free",) + (None,) * 4)
                     if state == "graded" and cell not in self.resend:
                         taken.graded.append(cell)
+                    elif state == "batched":
+                        taken.batched.append(cell)
                     elif state in ("graded", "free") or holder == self.holder:
                         mine.append(cell)
-                    elif self._lapsed(host, pid, expires, now):
+                    elif self.lapsed(host, pid, expires, now):
                         mine.append(cell)
                         taken.lapsed.append(cell)
                     else:
@@ -156,35 +160,39 @@ class Claims:
 
     def renew(self) -> int:
         """Push back the lapse of every claim this run holds; how many it holds."""
-        with self._transaction() as con:
+        with self.transaction() as con:
             now = time.time()
             return con.execute(
                 "UPDATE claims SET expires = ?, updated = ? WHERE holder = ? AND state = 'held'",
                 [now + self.timeout_s, now, self.holder],
             ).rowcount
 
+    def held_in(self, con: sqlite3.Connection, epoch: str, cell_ids: Sequence[str]) -> set[str]:
+        """Which of ``cell_ids`` this run holds, read inside the transaction ``con``."""
+        held: set[str] = set()
+        for chunk in _chunks(cell_ids):
+            held.update(
+                row[0]
+                for row in con.execute(
+                    "SELECT cell_id FROM claims WHERE epoch = ? AND holder = ?"
+                    f" AND state = 'held' AND cell_id IN ({','.join('?' * len(chunk))})",
+                    [epoch, self.holder, *chunk],
+                )
+            )
+        return held
+
     def held(self, epoch: str, cell_ids: Sequence[str]) -> set[str]:
         """Which of ``cell_ids`` this run still holds (a claim lapsed while this run stalled
         may have gone to another run, which then answers the cell)."""
-        held: set[str] = set()
-        for chunk in _chunks(cell_ids):
-            with self._transaction() as con:
-                held.update(
-                    row[0]
-                    for row in con.execute(
-                        "SELECT cell_id FROM claims WHERE epoch = ? AND holder = ?"
-                        f" AND state = 'held' AND cell_id IN ({','.join('?' * len(chunk))})",
-                        [epoch, self.holder, *chunk],
-                    )
-                )
-        return held
+        with self.transaction() as con:
+            return self.held_in(con, epoch, cell_ids)
 
     def finish(self, epoch: str, graded: Sequence[str], freed: Sequence[str] = ()) -> None:
         """Cells whose answer is stored (graded: no run asks them again in the epoch), and
         cells this run gives up (failed, dropped, unsent: another run may take them)."""
         for state, cells in (("graded", graded), ("free", freed)):
             for chunk in _chunks(cells):
-                with self._transaction() as con:
+                with self.transaction() as con:
                     con.executemany(
                         "UPDATE claims SET state = ?, expires = NULL, updated = ?"
                         " WHERE epoch = ? AND cell_id = ? AND holder = ? AND state = 'held'",
@@ -193,7 +201,7 @@ class Claims:
 
     def release_all(self) -> None:
         """Free whatever this run still holds (it is ending), and prune old finished rows."""
-        with self._transaction() as con:
+        with self.transaction() as con:
             now = time.time()
             con.execute(
                 "UPDATE claims SET state = 'free', expires = NULL, updated = ?"
@@ -201,7 +209,7 @@ class Claims:
                 [now, self.holder],
             )
             con.execute(
-                "DELETE FROM claims WHERE state != 'held' AND updated < ?",
+                "DELETE FROM claims WHERE state IN ('graded', 'free') AND updated < ?",
                 [now - KEEP_FINISHED_S],
             )
 

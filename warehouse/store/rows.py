@@ -213,14 +213,22 @@ def judge_row(verdict: Mapping[str, Any], keyword_accuracy: float | None) -> dic
 
 
 def error_row(
-    cell: Cell, error: BaseException, run_id: str, epoch: str, attempts: int | None
+    cell: Cell,
+    error: BaseException,
+    run_id: str,
+    epoch: str,
+    attempts: int | None,
+    *,
+    batch_id: str | None = None,
 ) -> dict[str, Any]:
-    """A request that failed after its retries (or a build that failed): kept, with why."""
+    """A request that failed after its retries (or a build that failed): kept, with why;
+    ``batch_id``: the provider's batch it failed in."""
     kind = error.kind if isinstance(error, ProviderError) else INTERNAL_ERROR
     message = str(error) if isinstance(error, ProviderError) else f"{type(error).__name__}: {error}"
     return {
         **_answer_base(cell, run_id, epoch, attempts),
         "response_kept": False,
+        "batch_id": batch_id,
         "error_kind": kind,
         "error": " ".join(message.split())[:500],
     }

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
         BatchRequest,
         BatchResult,
         BatchState,
+        content_sha256,
+        created_batch,
     )
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
     "BatchResult",
     "BatchState",
     "batch_client",
+    "content_sha256",
+    "created_batch",
 ]
 
 # Provider kind -> (module, class) of its batch client.
@@ -66,5 +70,7 @@ __getattr__, __dir__ = lazy_exports(
         "BatchRequest": ".base",
         "BatchResult": ".base",
         "BatchState": ".base",
+        "content_sha256": ".base",
+        "created_batch": ".base",
     },
 )

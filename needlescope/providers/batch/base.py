@@ -7,9 +7,11 @@ validity label, usage figure, fingerprint and error kind means the same.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
 from needlescope.errors import ProviderError
@@ -91,3 +93,28 @@ class BatchClient(Protocol):
         ...
 
     async def cancel(self, batch_id: str) -> BatchState: ...
+
+
+def content_sha256(items: Sequence[BatchRequest]) -> str:
+    """The hash of a batch's requests, as its intent records them before the create."""
+    digest = hashlib.sha256()
+    for item in items:
+        line = json.dumps([item.custom_id, asdict(item.request)], sort_keys=True, default=str)
+        digest.update(line.encode())
+    return digest.hexdigest()
+
+
+def created_batch(
+    listed: Sequence[BatchState], *, tag: str | None, request_count: int, since: float
+) -> BatchState | None:
+    """The batch a create whose answer was lost made, among ``listed`` (those no record
+    names): the one tagged ``tag``; for a provider that keeps no tag (``tag`` None), the
+    oldest of ``request_count`` requests created at or after ``since``."""
+    if tag is not None:
+        return next((s for s in listed if s.tag == tag), None)
+    sized = [
+        s
+        for s in listed
+        if s.request_count == request_count and (s.created_at is None or s.created_at >= since)
+    ]
+    return min(sized, key=lambda s: s.created_at or 0.0) if sized else None

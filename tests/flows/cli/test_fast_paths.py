@@ -192,32 +192,3 @@ def test_plan_and_import_legacy_run_without_prefect(tmp_path: Path) -> None:
         )
         assert "prefect was imported" not in done.stderr
         assert done.returncode == 0, done.stderr[-2000:]
-
-
-@pytest.mark.parametrize("command", ["run", "serve", "deploy"])
-def test_a_batch_model_is_refused_by_the_commands_that_send(
-    write_config, tmp_path: Path, command: str
-) -> None:
-    """`plan` prices a batch model both ways; the commands that would send refuse it in one
-    line, exit 2, with nothing written, rather than send its cells one by one at list price."""
-    from typer.testing import CliRunner
-
-    from needlescope.flows.cli._app import app
-
-    config = write_config(
-        "name: b\nmodels: [{name: m, provider: openai, base_url: 'http://127.0.0.1:9/v1',"
-        " model: x, batch: true, price: {input_per_mtok: 1, output_per_mtok: 2}}]\n"
-        "probes: [{probe: goto, line_counts: [10], orders: [ordered]}]\n"
-    )
-    args = {
-        "run": ["run", str(config), "-w", str(tmp_path / "wh")],
-        "serve": ["serve", str(config)],
-        "deploy": ["deploy", str(config), "--pool", "p"],
-    }
-    result = CliRunner().invoke(app, args[command])
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "models.m.batch" in lines[0], result.output
-    assert not (tmp_path / "wh").exists()
-    planned = CliRunner().invoke(app, ["plan", str(config)], env={"COLUMNS": "200"})
-    assert planned.exit_code == 0 and "synchronous (USD)" in planned.output

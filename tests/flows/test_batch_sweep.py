@@ -1,0 +1,147 @@
+"""Batch sweeps through the three fake batch APIs: a model in batch mode and the same model
+sent one request a cell store the same answers (grades, validity labels) but for the batch id,
+the latency and the price; a run that stops waiting hands its batches to the next run, which
+collects them without sending anything again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needlescope.warehouse.store import Warehouse
+from tests.support.anthropic_batch_server import FakeAnthropicBatchServer
+from tests.support.gemini_batch_server import FakeGeminiBatchServer
+from tests.support.openai_batch_server import FakeOpenAIBatchServer
+
+SERVERS: dict[str, Any] = {
+    "openai": (FakeOpenAIBatchServer, "gpt-4o-mini"),
+    "anthropic": (FakeAnthropicBatchServer, "claude-sonnet-4-5"),
+    "gemini": (FakeGeminiBatchServer, "gemini-2.5-flash"),
+}
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The last user turn's text, in any of the three wire formats."""
+    if "contents" in body:  # Gemini
+        return "".join(p.get("text", "") for p in body["contents"][-1]["parts"])
+    content = body["messages"][-1]["content"]
+    if isinstance(content, list):  # Anthropic's blocks
+        return "".join(block.get("text", "") for block in content)
+    return str(content)
+
+
+def half_the_prompt(body: dict[str, Any]) -> str:
+    """An answer that names the numbers in the prompt's first half: grades differ by cell."""
+    text = prompt_text(body)
+    found = re.findall(r"\b\d{4}\b", text[: len(text) // 2])
+    return json.dumps({str(i + 1): int(n) for i, n in enumerate(found)} or {"1": 0})
+
+
+def config_text(provider: str, url: str, model: str, batch: str) -> str:
+    price = "{input_per_mtok: 2, output_per_mtok: 8}"
+    return f"""
+name: batches
+seed: 5
+compact: false
+retry: {{retries: 0, backoff_s: [0]}}
+models:
+  - {{name: sync, provider: {provider}, base_url: '{url}', model: {model}, price: {price}}}
+  - name: bat
+    provider: {provider}
+    base_url: '{url}'
+    model: {model}
+    price: {price}
+    batch: {batch}
+probes:
+  - probe: recall
+    lengths: [600, 900]
+    length_unit: chars
+    needle_counts: [2]
+    fillers: [pattern, noise]
+"""
+
+
+def results(store: Warehouse) -> list[dict[str, Any]]:
+    con = store.connect()
+    try:
+        return con.sql("SELECT * FROM results ORDER BY model, context_id").pl().to_dicts()
+    finally:
+        con.close()
+
+
+def claim_states(root: Path) -> dict[str, int]:
+    with sqlite3.connect(root / "claims.sqlite") as con:
+        return dict(con.execute("SELECT state, count(*) FROM claims GROUP BY 1").fetchall())
+
+
+def book(root: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(root / "claims.sqlite") as con:
+        return con.execute("SELECT status, batch_id FROM batches ORDER BY intended").fetchall()
+
+
+@pytest.mark.parametrize("provider", sorted(SERVERS))
+def test_a_batch_sweep_stores_what_a_synchronous_sweep_stores(
+    cli, write_config, tmp_path: Path, provider: str
+) -> None:
+    server, model = SERVERS[provider]
+    wh = tmp_path / "wh"
+    with server(half_the_prompt, group=2) as srv:
+        srv.clock = int(time.time())  # the provider stamps batches with the real time
+        batch = "{poll_s: 0.05, max_requests: 3}"
+        config = write_config(config_text(provider, srv.base_url, model, batch))
+        run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert run.returncode == 0, run.stderr[-3000:]
+        store = Warehouse(wh)
+        rows = results(store)
+        by_model = {m: [r for r in rows if r["model"] == m] for m in ("sync", "bat")}
+        assert len(by_model["sync"]) == len(by_model["bat"]) == 4
+        assert len({r["accuracy"] for r in rows}) > 1  # the answers differ by cell
+        for sync, bat in zip(by_model["sync"], by_model["bat"], strict=True):
+            assert sync["context_id"] == bat["context_id"]
+            for column in ("response", "accuracy", "parse_ok", "validity", "prompt_tokens"):
+                assert sync[column] == bat[column], column
+            assert sync["batch_id"] is None and sync["latency_s"] is not None
+            assert bat["batch_id"] and bat["latency_s"] is None
+            assert bat["cost_usd"] == pytest.approx(sync["cost_usd"] / 2)
+        assert len({r["batch_id"] for r in by_model["bat"]}) == 2  # 3 requests, then 1
+        assert set(srv.submitted.values()) == {1} and len(srv.submitted) == 4
+        assert [status for status, _ in book(wh)] == ["collected", "collected"]
+        assert claim_states(wh) == {"graded": 8}
+
+        again = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert len(results(store)) == 8 and sum(srv.submitted.values()) == 4
+
+
+def test_a_run_past_its_wait_hands_its_batches_to_the_next(
+    cli, write_config, tmp_path: Path
+) -> None:
+    """wait_s: 0 polls once, then the run ends "waiting on N batches"; `rerun` collects."""
+    wh = tmp_path / "wh"
+    with FakeOpenAIBatchServer(half_the_prompt, group=1) as srv:
+        srv.clock = int(time.time())
+        batch = "{poll_s: 0.05, wait_s: 0}"
+        config = write_config(config_text("openai", srv.base_url, "gpt-4o-mini", batch))
+        first = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert "waiting on 1 batches (4 cells)" in first.stdout + first.stderr
+        assert [status for status, _ in book(wh)] == ["open"]
+        assert claim_states(wh) == {"graded": 4, "batched": 4}
+        store = Warehouse(wh)
+        assert {r["model"] for r in results(store)} == {"sync"}
+
+        for batch_id in list(srv.batches):  # a night passes: the batch ends
+            asyncio.run_coroutine_threadsafe(srv.finish(batch_id), srv._loop).result(10)
+        run_id = store.query_table("runs", "SELECT run_id FROM t LIMIT 1", [])[0][0]
+        rerun = cli("rerun", run_id, "-w", str(wh), "--no-report")
+        assert rerun.returncode == 0, rerun.stderr[-3000:] + rerun.stdout
+        assert [status for status, _ in book(wh)] == ["collected"]
+        assert sum(srv.submitted.values()) == 4  # nothing sent twice
+        assert len([r for r in results(store) if r["model"] == "bat"]) == 4
