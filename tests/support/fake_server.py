@@ -25,7 +25,7 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
@@ -38,6 +38,8 @@ TRUNCATED = "truncated"  # a 200 whose body stops half way
 GARBAGE = "garbage"  # a 200 whose body is not JSON
 
 Responder = Callable[[dict[str, Any]], Any]  # a str, a dict body, a WireReply (or awaitable)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Watcher = Callable[[web.Request, web.StreamResponse | None], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,9 @@ class FakeServer(Generic[F]):
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Called before each request is handled (response None; True: drop it unhandled, as
+        # a client killed before it was sent) and after (with the response, before it is sent).
+        self.watcher: Watcher | None = None
 
     @property
     def url(self) -> str:
@@ -134,7 +139,7 @@ class FakeServer(Generic[F]):
     # --- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> Self:
-        app = web.Application(client_max_size=64 * 1024**2)
+        app = web.Application(client_max_size=64 * 1024**2, middlewares=[self._watched])
         self._add_routes(app.router)
         self._runner = web.AppRunner(
             app, access_log=None, handler_cancellation=True, shutdown_timeout=0.1
@@ -144,6 +149,15 @@ class FakeServer(Generic[F]):
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
+
+    @web.middleware
+    async def _watched(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.watcher is not None and await self.watcher(request, None):
+            return web.Response(status=503)
+        response = await handler(request)
+        if self.watcher is not None:
+            await self.watcher(request, response)
+        return response
 
     async def close(self) -> None:
         if self._runner is not None:
