@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from needlescope.errors import NeedlescopeError
+from needlescope.flows.cli import _batches as cli_batches
 from needlescope.flows.cli import _gates as cli_gates
 from needlescope.flows.cli import _grade as cli_grade
 from needlescope.flows.cli import _import as cli_import
@@ -256,6 +257,7 @@ for command in (cli_ops.compact, cli_ops.rollups, cli_ops.report, cli_grade.grad
 app.command("import-legacy")(cli_ops.import_legacy)
 app.command()(cli_gates.gates)
 app.command()(cli_stats.stats)
+app.command()(cli_batches.batches)
 app.command("import")(cli_import.import_results)
 
 
