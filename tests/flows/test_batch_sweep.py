@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from needlescope.warehouse.store import Warehouse
@@ -133,6 +134,11 @@ def test_a_run_past_its_wait_hands_its_batches_to_the_next(
         assert first.returncode == 0, first.stderr[-3000:]
         assert "waiting on 1 batches (4 cells)" in first.stdout + first.stderr
         assert [status for status, _ in book(wh)] == ["open"]
+        artifacts = httpx.post(  # the flow run's artifact says so in the UI
+            f"{cli.env['PREFECT_API_URL']}/artifacts/filter",
+            json={"artifacts": {"key": {"any_": ["batches-bat"]}}},
+        ).json()
+        assert any(a["description"] == "waiting on 1 batches of bat" for a in artifacts)
         assert claim_states(wh) == {"graded": 4, "batched": 4}
         store = Warehouse(wh)
         assert {r["model"] for r in results(store)} == {"sync"}
