@@ -22,6 +22,7 @@ from needlescope.flows.batch_wait import ANSWER, BatchWaiting
 from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.providers.batch import batch_client, content_sha256, created_batch
+from needlescope.providers.caching import prompt_order
 from needlescope.tasks.runtime import current
 from needlescope.warehouse.store.batches import BatchBook, BatchRecord, new_intent
 
@@ -134,6 +135,9 @@ class BatchModelSweep(BatchWaiting):
         contexts: list[Context] = []
         for start in range(0, len(cells), size):
             contexts += await self._built(cells[start : start + size])
+        if self.config.model(self.model).cache == "auto":
+            contexts = [contexts[i] for i in prompt_order([c.messages for c in contexts])]
+            self.mark_cache(contexts, batched=True)
         for group in self._split(contexts):
             if (record := await self._submit(group)) is not None:
                 records.append(record)

@@ -41,7 +41,9 @@ class BatchWaiting(ModelSweep):
     seen: dict[str, dict[str, Any]]  # intent -> its last poll's status and counts
 
     def _item(self, context: Context) -> BatchRequest:
-        return BatchRequest(custom_id(context.cell.cell_id), request_for(context, self.config))
+        cell_id = context.cell.cell_id
+        mark = self.asker.cache_marks.get(cell_id)
+        return BatchRequest(custom_id(cell_id), request_for(context, self.config, mark))
 
     async def _wait(self, records: list[BatchRecord]) -> None:
         """Poll the open batches every ``poll_s`` (no request slot, no thread is held), each

@@ -19,6 +19,7 @@ from needlescope.flows.progress import ProgressSink
 from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.providers.base import Reply
+from needlescope.providers.caching import cache_marks
 from needlescope.tasks.contexts import Built
 from needlescope.tasks.grade import grade_answers
 from needlescope.tasks.judging import judge_answer
@@ -169,6 +170,7 @@ class ModelSweep:
         contexts = built.contexts
         if self.sort_by_prompt:
             contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
+        self.mark_cache(contexts, batched=False)
         # The cells' rows are written while their requests are in flight; their answers only
         # after them (a cell's row comes before its answer).
         stored = asyncio.ensure_future(
@@ -180,6 +182,16 @@ class ModelSweep:
                 await self._query_and_grade(contexts, stored)
         finally:
             await stored
+
+    def mark_cache(self, contexts: list[Context], *, batched: bool) -> None:
+        """``cache: auto``: the prefix each request marks for the provider's prompt cache."""
+        model = self.config.model(self.model)
+        if model.cache != "auto" or not contexts:
+            return
+        marks = cache_marks([c.messages for c in contexts], model, batched=batched)
+        for context, mark in zip(contexts, marks, strict=True):
+            if mark is not None:
+                self.asker.cache_marks[context.cell.cell_id] = mark
 
     async def _store_cells(self, contexts: list[Context], built: Built, keep_prompt: bool) -> None:
         cell_rows = []

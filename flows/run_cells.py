@@ -25,6 +25,8 @@ def helper_models(
 
 
 def uses_prefix_order(config: SweepConfig, model: str) -> bool:
+    if config.model(model).cache == "auto":
+        return True  # the readers of a cached prefix follow its writer
     order = config.cell_order
     if order == "auto":
         return config.model(model).provider in CACHES_PREFIXES

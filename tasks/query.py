@@ -20,7 +20,7 @@ from needlescope.errors import ProviderError
 from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.provenance import Fingerprint
-from needlescope.providers.base import ChatRequest, Reply
+from needlescope.providers.base import CachePrefix, ChatRequest, Reply
 from needlescope.tasks.result_files import with_result_files
 from needlescope.tasks.runtime import current
 from needlescope.tasks.sending import BudgetSpent, Sending, Spend
@@ -76,10 +76,14 @@ async def query_model(
     return reply
 
 
-def request_for(context: Context, config: SweepConfig) -> ChatRequest:
-    """The request a built context is sent with: its messages, the model's generation."""
+def request_for(
+    context: Context, config: SweepConfig, cache: CachePrefix | None = None
+) -> ChatRequest:
+    """The request a built context is sent with: its messages, the model's generation, and
+    the prefix to cache (``cache: auto``)."""
     generation = config.model(context.cell.model).generation
-    return generation.request(context.messages, context.max_tokens)
+    request = generation.request(context.messages, context.max_tokens)
+    return request if cache is None else replace(request, cache=cache)
 
 
 @dataclass
@@ -131,6 +135,8 @@ class Asker:
         self.spend = Spend(config)
         self._tasks: dict[str, Any] = {}
         self._live: dict[str, asyncio.Semaphore] = {}
+        # cell id -> the prefix its request marks for the provider's cache (``cache: auto``)
+        self.cache_marks: dict[str, CachePrefix] = {}
 
     def _task(self, model: str) -> Any:
         if model not in self._tasks:
@@ -151,7 +157,7 @@ class Asker:
     async def answer(self, context: Context) -> Answer | Unsent:
         """The model under test's answer to a built context."""
         cell = context.cell
-        request = request_for(context, self.config)
+        request = request_for(context, self.config, self.cache_marks.pop(cell.cell_id, None))
         outcome = await self.ask(cell.model, cell, request, cell.label)
         if isinstance(outcome, Unsent):
             return outcome

@@ -213,6 +213,7 @@ class BatchSettings(Frozen):
 # Providers with a batch API (needlescope.providers.batch) and with a flex tier.
 BATCH_PROVIDERS = ("openai", "anthropic", "gemini")
 FLEX_PROVIDERS = ("openai", "gemini")
+CACHE_PROVIDERS = ("anthropic", "openai")  # whose prompt cache ``cache: auto`` marks
 
 
 class ModelConfig(Frozen):
@@ -242,6 +243,10 @@ class ModelConfig(Frozen):
     # OpenAI's and Gemini's flex tier (service_tier "flex"): synchronous requests at batch
     # prices, answered more slowly and shed first under load. Not part of a cell's id.
     tier: Literal["flex"] | None = None
+    # auto: the longest prompt prefix cells share is marked for the provider's prompt cache
+    # (Anthropic's cache_control, OpenAI's prompt_cache_key) where it pays, and the cells go in
+    # prompt order (needlescope.providers.caching). Not part of a cell's id.
+    cache: Literal["auto", "off"] = "off"
     # A model that thinks gets answer budget + reasoning_budget as its output limit. None: by
     # its name (o1/o3/o4/gpt-5, deepseek-reasoner, Gemini 2.5 and later); a model whose
     # replies carry reasoning is treated as one from then on. Not part of a cell's id.
@@ -302,6 +307,11 @@ class ModelConfig(Frozen):
             raise ValueError(
                 f"batch: provider {self.provider!r} has no batch API;"
                 f" batch works with {', '.join(BATCH_PROVIDERS)}"
+            )
+        if self.cache == "auto" and self.provider not in CACHE_PROVIDERS:
+            raise ValueError(
+                f"cache: auto marks prompt prefixes for anthropic and openai, not"
+                f" {self.provider!r} (Gemini and llama.cpp reuse prefixes by themselves)"
             )
         if self.tier is not None and self.provider not in FLEX_PROVIDERS:
             raise ValueError(

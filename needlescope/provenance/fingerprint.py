@@ -21,7 +21,10 @@ from typing import Any
 from needlescope.provenance._gguf import chat_template
 
 # Parts of a request body that carry the prompt (or the model asked for), not how to sample.
-PROMPT_KEYS = frozenset({"messages", "contents", "system", "systemInstruction", "model"})
+# What a body says of its prompt, not of its sampling (OpenAI's prompt_cache_key names a prefix).
+PROMPT_KEYS = frozenset(
+    {"messages", "contents", "system", "systemInstruction", "model", "prompt_cache_key"}
+)
 SHORT_HASH = 12
 _SEPARATORS = "-._/:@ "
 

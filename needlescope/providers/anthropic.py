@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 
 from needlescope.errors import ProviderError
 from needlescope.providers import base
-from needlescope.providers.base import ChatRequest, Message, Reply
+from needlescope.providers.base import CachePrefix, ChatRequest, Message, Reply
 from needlescope.providers.http import HttpFailure, HttpProvider, retry_after_value
 from needlescope.providers.http import as_dict as _dict
 from needlescope.providers.http import as_int as _int
@@ -130,7 +130,7 @@ class AnthropicProvider(HttpProvider):
         answer = DEFAULT_MAX_TOKENS if request.max_tokens is None else request.max_tokens
         max_tokens = self.output_limit(ChatRequest(request.messages, answer, extra=extra))
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
-        body.update(_prompt(request.messages))
+        body.update(_prompt(request.messages, request.cache))
         if request.temperature is not None and not thinking_on:
             body["temperature"] = request.temperature
         body.update(extra)
@@ -222,11 +222,37 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _prompt(messages: tuple[Message, ...]) -> dict[str, Any]:
-    """``system`` (the system messages, joined) and ``messages`` (the rest) of a request body."""
+def _prompt(messages: tuple[Message, ...], cache: CachePrefix | None = None) -> dict[str, Any]:
+    """``system`` (the system messages, joined) and ``messages`` (the rest) of a request body;
+    ``cache``: the shared prefix, ended by a ``cache_control`` breakpoint (its message becomes
+    two text blocks)."""
     system = [m.content for m in messages if m.role == "system"]
-    wire = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
-    return {"system": "\n\n".join(system), "messages": wire} if system else {"messages": wire}
+    wire: list[dict[str, Any]] = [
+        {"role": m.role, "content": m.content} for m in messages if m.role != "system"
+    ]
+    body: dict[str, Any] = {"system": "\n\n".join(system)} if system else {}
+    body["messages"] = wire
+    if cache is None or cache.message >= len(messages):
+        return body
+    marked = messages[cache.message]
+    blocks = _cached_blocks(marked.content, cache)
+    if marked.role != "system":
+        wire[cache.message - len(system)]["content"] = blocks
+    elif len(system) == 1:  # joined system messages have no single place to break
+        body["system"] = blocks
+    return body
+
+
+def _cached_blocks(text: str, cache: CachePrefix) -> list[dict[str, Any]]:
+    control: dict[str, str] = {"type": "ephemeral"}
+    if cache.ttl != "5m":
+        control["ttl"] = cache.ttl
+    blocks: list[dict[str, Any]] = [
+        {"type": "text", "text": text[: cache.chars], "cache_control": control}
+    ]
+    if text[cache.chars :]:
+        blocks.append({"type": "text", "text": text[cache.chars :]})
+    return blocks
 
 
 def _input_tokens(usage: dict[str, Any]) -> int | None:

@@ -47,12 +47,25 @@ class Message:
 
 
 @dataclass(frozen=True)
+class CachePrefix:
+    """The prompt's prefix other cells share (needlescope.providers.caching): up to ``chars``
+    characters of message ``message``. Anthropic caches it (``cache_control`` with ``ttl``);
+    OpenAI routes requests with the same ``key`` (``prompt_cache_key``) to the same cache."""
+
+    message: int
+    chars: int
+    key: str
+    ttl: str = "5m"
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     messages: tuple[Message, ...]
     max_tokens: int | None = None
     temperature: float | None = None
     # Provider-specific settings passed through verbatim (top_p, seed, reasoning_effort…).
     extra: dict[str, Any] = field(default_factory=dict)
+    cache: CachePrefix | None = None  # ``cache: auto``: the prefix to cache
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,8 @@ class OpenAIProvider(HttpProvider):
             body["temperature"] = request.temperature
         if self.service_tier is not None:
             body["service_tier"] = self.service_tier
+        if request.cache is not None:
+            body["prompt_cache_key"] = request.cache.key
         body.update(extra)
         return body
 

@@ -151,3 +151,36 @@ def test_a_run_past_its_wait_hands_its_batches_to_the_next(
         assert [status for status, _ in book(wh)] == ["collected"]
         assert sum(srv.submitted.values()) == 4  # nothing sent twice
         assert len([r for r in results(store) if r["model"] == "bat"]) == 4
+
+
+def test_cache_auto_in_an_anthropic_batch_reads_the_shared_haystack(
+    cli, write_config, tmp_path: Path
+) -> None:
+    """Three cells share the haystack before their needle: the batch marks it for the 1-hour
+    cache, the first request to run writes it, the others read it at a tenth of the price."""
+    wh = tmp_path / "wh"
+    price = "{input_per_mtok: 3, output_per_mtok: 15}"
+    with FakeAnthropicBatchServer(half_the_prompt, group=1) as srv:
+        srv.clock = int(time.time())
+        models = "\n".join(
+            f"  - {{name: {name}, provider: anthropic, base_url: '{srv.base_url}',"
+            f" model: claude-sonnet-4-5, price: {price}, batch: {{poll_s: 0.05}}{more}}}"
+            for name, more in (("plain", ""), ("cached", ", cache: auto"))
+        )
+        config = write_config(
+            f"name: cache\nseed: 5\ncompact: false\nmodels:\n{models}\n"
+            "probes:\n  - {probe: recall, lengths: [12000], length_unit: chars,"
+            " needle_counts: [1], regions: ['0.8-1'], fillers: [prose-en], repeats: 3}\n"
+        )
+        run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert run.returncode == 0, run.stderr[-3000:]
+    rows = results(Warehouse(wh))
+    by_model = {m: [r for r in rows if r["model"] == m] for m in ("plain", "cached")}
+    cached, plain = by_model["cached"], by_model["plain"]
+    assert len(cached) == len(plain) == 3
+    assert sum(r["cache_write_1h_tokens"] or 0 for r in cached) > 0
+    assert sum(1 for r in cached if r["cached_tokens"]) == 2  # the two readers
+    assert not any(r["cached_tokens"] or r["cache_write_tokens"] for r in plain)
+    for a, b in zip(plain, cached, strict=True):
+        assert (a["accuracy"], a["prompt_tokens"]) == (b["accuracy"], b["prompt_tokens"])
+    assert sum(r["cost_usd"] for r in cached) < 0.8 * sum(r["cost_usd"] for r in plain)
