@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from needlescope.errors import ProviderError
 from needlescope.flows.batch_wait import ANSWER, BatchWaiting
 from needlescope.grid import Cell
 from needlescope.probes.base import Context
@@ -29,6 +30,13 @@ from needlescope.warehouse.store.batches import BatchBook, BatchRecord, new_inte
 MATCH_SLACK_S = 300  # clock skew allowed between this machine and the provider's stamps
 BODY_OVERHEAD = 64 * 1024  # bytes of a batch's input besides its requests
 UNTAGGED = "anthropic"  # the provider whose batches keep no tag (no metadata, no name)
+
+
+def refused(error: ProviderError) -> bool:
+    """A create the provider answered with a refusal (a 4xx but a timeout, conflict or rate
+    limit): it made no batch."""
+    status = error.status
+    return status is not None and 400 <= status < 500 and status not in (408, 409, 429)
 
 
 class BatchModelSweep(BatchWaiting):
@@ -223,8 +231,13 @@ class BatchModelSweep(BatchWaiting):
                 return None
         spend.reserve(tokens, usd)
         self.reserved[intent] = (tokens, usd)
-        # A failed create may still have happened: the intent stays, the next run matches it.
-        state = await self.client.submit(items, intent)
+        try:
+            state = await self.client.submit(items, intent)
+        except ProviderError as error:
+            if refused(error):  # the provider said no: nothing was created
+                await asyncio.to_thread(self.book.unsent, intent)
+            # Otherwise the create may still have happened: the next run matches the intent.
+            raise
         await asyncio.to_thread(
             self.book.created, intent, state.batch_id, state.status, state.counts
         )

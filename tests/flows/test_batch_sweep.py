@@ -20,6 +20,7 @@ from needlescope.warehouse.store import Warehouse
 from tests.support.anthropic_batch_server import FakeAnthropicBatchServer
 from tests.support.gemini_batch_server import FakeGeminiBatchServer
 from tests.support.openai_batch_server import FakeOpenAIBatchServer
+from tests.support.openai_server import FakeOpenAIServer
 
 SERVERS: dict[str, Any] = {
     "openai": (FakeOpenAIBatchServer, "gpt-4o-mini"),
@@ -184,3 +185,18 @@ def test_cache_auto_in_an_anthropic_batch_reads_the_shared_haystack(
     for a, b in zip(plain, cached, strict=True):
         assert (a["accuracy"], a["prompt_tokens"]) == (b["accuracy"], b["prompt_tokens"])
     assert sum(r["cost_usd"] for r in cached) < 0.8 * sum(r["cost_usd"] for r in plain)
+
+
+def test_a_server_without_the_batch_api_is_one_line_and_holds_no_cell(
+    cli, write_config, tmp_path: Path
+) -> None:
+    wh = tmp_path / "wh"
+    with FakeOpenAIServer(half_the_prompt) as srv:  # chat completions only, as vLLM serves
+        config = write_config(config_text("openai", srv.base_url, "gpt-4o-mini", "true"))
+        run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+    assert run.returncode == 2, run.stderr[-1500:]  # bad input: the endpoint
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "has no batch API" in errors[0], run.stderr[-2000:]
+    assert "/v1/files" in errors[0]
+    assert [status for status, _ in book(wh)] == ["unsent"]  # refused: nothing was created
+    assert "batched" not in claim_states(wh)
