@@ -47,43 +47,46 @@ def _haystacks(
     con: duckdb.DuckDBPyConnection, run_ids: list[str]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per run: the fillers, seeds and length bases of the cells it answered."""
-    try:
-        frame = con.sql(
-            """
-            SELECT r.run_id, c.probe, c.filler, c.filler_spec, c.seed, c.length_unit,
-                   c.length_basis, count(*) AS answers
-            FROM answers r JOIN cells c USING (cell_id)
-            WHERE list_contains($runs, r.run_id)
-            GROUP BY ALL ORDER BY ALL
-            """,
-            params={"runs": run_ids},
-        ).pl()
-    except duckdb.Error:
-        return {}
-    out: dict[str, list[dict[str, Any]]] = {}
-    for row in frame.iter_rows(named=True):
-        out.setdefault(str(row["run_id"]), []).append(row)
-    return out
+    return _by_run(
+        con,
+        """
+        SELECT r.run_id, c.probe, c.filler, c.filler_spec, c.seed, c.length_unit,
+               c.length_basis, count(*) AS answers
+        FROM answers r JOIN cells c USING (cell_id)
+        WHERE list_contains($runs, r.run_id)
+        GROUP BY ALL ORDER BY ALL
+        """,
+        run_ids,
+    )
 
 
 def _spending(
     con: duckdb.DuckDBPyConnection, run_ids: list[str]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per run and model: its answers' cost as charged, tokens, cache reads and batch answers."""
+    return _by_run(
+        con,
+        """
+        SELECT run_id, model, count(*) AS answers, sum(cost_usd) AS cost_usd,
+               sum(prompt_tokens)::BIGINT AS prompt_tokens,
+               sum(completion_tokens)::BIGINT AS completion_tokens,
+               sum(cached_tokens)::BIGINT AS cached_tokens,
+               count(batch_id) AS batched
+        FROM answers
+        WHERE list_contains($runs, run_id) AND error_kind IS NULL
+        GROUP BY ALL ORDER BY ALL
+        """,
+        run_ids,
+    )
+
+
+def _by_run(
+    con: duckdb.DuckDBPyConnection, sql: str, run_ids: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """The rows of ``sql`` (over the runs ``$runs``) grouped by their run_id; none when the
+    warehouse cannot answer it (an older one without the columns)."""
     try:
-        frame = con.sql(
-            """
-            SELECT run_id, model, count(*) AS answers, sum(cost_usd) AS cost_usd,
-                   sum(prompt_tokens)::BIGINT AS prompt_tokens,
-                   sum(completion_tokens)::BIGINT AS completion_tokens,
-                   sum(cached_tokens)::BIGINT AS cached_tokens,
-                   count(batch_id) AS batched
-            FROM answers
-            WHERE list_contains($runs, run_id) AND error_kind IS NULL
-            GROUP BY ALL ORDER BY ALL
-            """,
-            params={"runs": run_ids},
-        ).pl()
+        frame = con.sql(sql, params={"runs": run_ids}).pl()
     except duckdb.Error:
         return {}
     out: dict[str, list[dict[str, Any]]] = {}
