@@ -200,3 +200,18 @@ def test_a_server_without_the_batch_api_is_one_line_and_holds_no_cell(
     assert "/v1/files" in errors[0]
     assert [status for status, _ in book(wh)] == ["unsent"]  # refused: nothing was created
     assert "batched" not in claim_states(wh)
+
+
+def test_no_batch_is_submitted_past_the_budget(cli, write_config, tmp_path: Path) -> None:
+    """The budget holds each batch's worst case before it is submitted: a budget smaller than
+    any batch's sends nothing, and the run says the budget was spent (exit 3)."""
+    wh = tmp_path / "wh"
+    with FakeOpenAIBatchServer(half_the_prompt) as srv:
+        srv.clock = int(time.time())
+        text = config_text("openai", srv.base_url, "gpt-4o-mini", "{poll_s: 0.05}")
+        text = text.replace("  - {name: sync,", "  - {under_test: false, name: sync,")
+        config = write_config(text + "budget: {usd: 0.0001}\n")
+        run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert run.returncode == 3, run.stderr[-2000:]
+        assert not srv.submitted and srv.batch_requests == 0
+    assert "batched" not in claim_states(wh) and book(wh) == []

@@ -124,3 +124,17 @@ def test_a_flex_model_pays_batch_prices_on_its_synchronous_replies() -> None:
     reply = Reply("7", "stop", 1_000_000, 1_000_000, 0, 1.0)
     assert Spend(priced()).cost("m", reply) == pytest.approx(10.0)
     assert Spend(priced(tier="flex")).cost("m", reply) == pytest.approx(5.0)
+
+
+def test_an_open_batch_holds_its_worst_case_against_the_budget() -> None:
+    spend = Spend(config(budget=1000))
+    assert spend.fits(1000, 0.0) and not spend.fits(1001, 0.0)
+    spend.reserve(600, 0.0)  # a batch submitted: every prompt and output token it may spend
+    assert not spend.fits(401, 0.0) and spend.fits(400, 0.0) and not spend.exhausted()
+    spend.add("m", reply(300))  # a synchronous reply meanwhile
+    assert not spend.fits(101, 0.0)
+    spend.reserve(100, 0.0)
+    assert spend.exhausted()  # nothing is left: synchronous requests stop too
+    spend.release(700, 0.0)  # the batches were collected (their replies added apart)
+    assert spend.fits(700, 0.0) and not spend.exhausted()
+    assert Spend(config()).fits(10**12, 10.0**6)  # no budget, no limit
