@@ -24,7 +24,6 @@ from typing import Any
 
 from aiohttp import web
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
-from pydantic import BaseModel
 
 from tests.support.anthropic_cache import Lookup, PromptCache, cache_problem, minimum_tokens
 from tests.support.anthropic_server import (
@@ -39,6 +38,7 @@ from tests.support.anthropic_server import (
     _invalid,
     count_input_tokens,
 )
+from tests.support.fake_batches import SimulatedBatches, checked, list_limit, run_order
 from tests.support.fake_server import Responder, WireReply, default_responder
 
 EXPIRED = "expired"  # an outcome: the request expires unrun
@@ -74,7 +74,7 @@ class Batch:
         return [self.items[i] for i in self.order if self.items[i].result is None]
 
 
-class FakeAnthropicBatchServer(FakeAnthropicServer):
+class FakeAnthropicBatchServer(FakeAnthropicServer, SimulatedBatches[Batch, float]):
     def __init__(
         self,
         responder: Responder = default_responder,
@@ -88,37 +88,14 @@ class FakeAnthropicBatchServer(FakeAnthropicServer):
         **kwargs: Any,
     ) -> None:
         super().__init__(responder, **kwargs)
-        self.group = group  # requests run together in one step: none reads another's writes
-        self.step_s = step_s
-        self.auto_advance = auto_advance  # a retrieve advances the batch one step
-        self.max_batch_requests = max_batch_requests
-        self.max_batch_bytes = max_batch_bytes
+        # A group's requests run together: none reads another's cache writes.
+        self._init_batches(group, step_s, auto_advance, max_batch_requests, max_batch_bytes)
         self.max_page = 1000  # a list page's largest size (lower it to test pagination)
         self.clock = START
         least = (lambda model: min_cache_tokens) if min_cache_tokens else minimum_tokens
         self.cache = PromptCache(least)
-        self.batches: dict[str, Batch] = {}  # in creation order
         self.outcomes: dict[str, str | Fault] = {}  # custom id -> how its request ends
-        self.submitted: Counter[str] = Counter()  # custom id -> batches it was submitted in
-        self.batch_requests = 0  # requests to the batch endpoints
         self._ran = 0  # batch requests run, for their messages' ids
-
-    def tick(self, seconds: float) -> None:
-        """Move the simulated clock on."""
-        self.clock += seconds
-
-    async def advance(self, batch_id: str, steps: int = 1) -> Batch:
-        batch = self.batches[batch_id]
-        for _ in range(steps):
-            await self._step(batch)
-        return batch
-
-    async def finish(self, batch_id: str) -> Batch:
-        """Advance the batch until it has ended."""
-        batch = self.batches[batch_id]
-        while batch.status != "ended":
-            await self._step(batch)
-        return batch
 
     def batch_json(self, batch: Batch) -> dict[str, Any]:
         """The batch's MessageBatch object."""
@@ -139,7 +116,7 @@ class FakeAnthropicBatchServer(FakeAnthropicServer):
             "cancel_initiated_at": _rfc3339(batch.cancel_initiated_at),
             "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None,
         }
-        return _checked(MessageBatch, obj)
+        return checked(MessageBatch, obj)
 
     # --- routes ----------------------------------------------------------------------------
 
@@ -189,10 +166,7 @@ class FakeAnthropicBatchServer(FakeAnthropicServer):
         return web.json_response(self.batch_json(batch))
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
-        try:
-            limit = int(request.query.get("limit", "20"))
-        except ValueError:
-            limit = 0
+        limit = list_limit(request)
         if not 1 <= limit <= 1000:
             msg = "limit: Input should be between 1 and 1000"
             return _error(request, 400, "invalid_request_error", msg)
@@ -237,7 +211,7 @@ class FakeAnthropicBatchServer(FakeAnthropicServer):
             msg = f"Message Batch {batch.id} has not finished processing; its results come then"
             return _error(request, 400, "invalid_request_error", msg)
         lines = [
-            _checked(MessageBatchIndividualResponse, {"custom_id": i.custom_id, "result": i.result})
+            checked(MessageBatchIndividualResponse, {"custom_id": i.custom_id, "result": i.result})
             for i in batch.items
         ]
         random.Random(f"{self.seed}:{batch.id}:results").shuffle(lines)
@@ -279,14 +253,15 @@ class FakeAnthropicBatchServer(FakeAnthropicServer):
     def _new_batch(self, requests: list[dict[str, Any]]) -> Batch:
         batch_id = f"msgbatch_fake{len(self.batches) + 1:016d}"
         items = [BatchItem(r["custom_id"], r["params"]) for r in requests]
-        order = list(range(len(items)))
-        random.Random(f"{self.seed}:{batch_id}").shuffle(order)
-        batch = Batch(batch_id, self.clock, items, order)
+        batch = Batch(batch_id, self.clock, items, run_order(self.seed, batch_id, len(items)))
         self.batches[batch_id] = batch
         self.submitted.update(item.custom_id for item in items)
         return batch
 
     # --- processing ------------------------------------------------------------------------
+
+    def _ended(self, batch: Batch) -> bool:
+        return batch.status == "ended"
 
     async def _step(self, batch: Batch) -> None:
         """One step of simulated time: the next group runs (or the batch ends)."""
@@ -411,20 +386,3 @@ def _rfc3339(seconds: float | None) -> str | None:
         return None
     when = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="microseconds")
     return when.replace("+00:00", "Z")
-
-
-def _checked(model: type[BaseModel], obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj``, once it validates against the SDK's ``model`` with no field the SDK lacks."""
-    _no_extras(model.model_validate(obj), model.__name__)
-    return obj
-
-
-def _no_extras(value: Any, where: str) -> None:
-    if isinstance(value, BaseModel):
-        extra = value.model_extra or {}
-        assert not extra, f"{where} has fields the SDK does not know: {sorted(extra)}"
-        for name in type(value).model_fields:
-            _no_extras(getattr(value, name), f"{where}.{name}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _no_extras(item, f"{where}.{i}")

@@ -19,13 +19,13 @@ import json
 import random
 import re
 import string
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from aiohttp import web
 
+from tests.support.fake_batches import SimulatedBatches, run_order
 from tests.support.fake_server import UNAUTHORIZED, Responder, WireReply, default_responder
 from tests.support.gemini_server import (
     _ERRORS,
@@ -123,7 +123,7 @@ class _Call(NamedTuple):
     name: str
 
 
-class FakeGeminiBatchServer(FakeGeminiServer):
+class FakeGeminiBatchServer(FakeGeminiServer, SimulatedBatches[Batch, float]):
     def __init__(
         self,
         responder: Responder = default_responder,
@@ -139,20 +139,13 @@ class FakeGeminiBatchServer(FakeGeminiServer):
         **kwargs: Any,
     ) -> None:
         super().__init__(responder, **kwargs)
-        self.group = group  # requests run in one step
-        self.step_s = step_s
-        self.auto_advance = auto_advance  # a get advances the batch one step
+        self._init_batches(group, step_s, auto_advance, max_batch_requests, max_batch_bytes)
         self.batch_mode = batch_mode  # False: every batch endpoint is a 404, as on a proxy
         self.implicit_cache = implicit_cache
         self.min_cache_tokens = min_cache_tokens  # None: by the model (Flash or Pro)
-        self.max_batch_requests = max_batch_requests
-        self.max_batch_bytes = max_batch_bytes
         self.max_page = 1000  # a list page's largest size
         self.clock = START
-        self.batches: dict[str, Batch] = {}  # in creation order
         self.outcomes: dict[str, str | Fault] = {}  # metadata key -> how its request ends
-        self.submitted: Counter[str] = Counter()  # metadata key -> batches it was submitted in
-        self.batch_requests = 0  # requests to the batch endpoints
         self.batch_generated = 0  # batch requests answered by the model
         self.last_batch_body: dict[str, Any] | None = None
         self._prompts: dict[str, list[tuple[str, ...]]] = {}  # model -> prompts seen, as words
@@ -163,23 +156,6 @@ class FakeGeminiBatchServer(FakeGeminiServer):
 
     # --- simulated time --------------------------------------------------------------------
 
-    def tick(self, seconds: float) -> None:
-        """Move the simulated clock on."""
-        self.clock += seconds
-
-    async def advance(self, batch_id: str, steps: int = 1) -> Batch:
-        batch = self.batches[batch_id]
-        for _ in range(steps):
-            await self._step(batch)
-        return batch
-
-    async def finish(self, batch_id: str) -> Batch:
-        """Advance the batch until it has ended."""
-        batch = self.batches[batch_id]
-        while not batch.ended:
-            await self._step(batch)
-        return batch
-
     def fail(self, batch_id: str, message: str = "The batch failed: internal error.") -> None:
         """Fail the batch at its next step (an INTERNAL google.rpc.Status)."""
         self.batches[batch_id].failing = message
@@ -188,6 +164,9 @@ class FakeGeminiBatchServer(FakeGeminiServer):
         """Cancel ``batch`` as ``:cancel`` does: what has run stays in its output."""
         if not batch.ended:
             self._end(batch, CANCELLED, {"code": RPC_CODES["CANCELLED"], "message": "CANCELLED"})
+
+    def _ended(self, batch: Batch) -> bool:
+        return batch.ended
 
     async def _step(self, batch: Batch) -> None:
         if batch.ended:
@@ -323,8 +302,7 @@ class FakeGeminiBatchServer(FakeGeminiServer):
         self.clock += self.step_s
         rng = random.Random(f"{self.seed}:{len(self.batches)}")
         batch_id = "".join(rng.choice(_ID_CHARS) for _ in range(36))
-        order = list(range(len(items)))
-        random.Random(f"{self.seed}:{batch_id}").shuffle(order)
+        order = run_order(self.seed, batch_id, len(items))
         batch = Batch(batch_id, call.name, display_name, self.clock, items, order)
         self.batches[batch_id] = batch
         self.submitted.update(item.key for item in items if item.key is not None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +23,8 @@ from typing import Any
 from aiohttp import web
 from openai.types import Batch as SdkBatch
 from openai.types import FileDeleted, FileObject
-from pydantic import BaseModel
 
+from tests.support.fake_batches import SimulatedBatches, checked, list_limit, run_order
 from tests.support.fake_server import UNAUTHORIZED, Responder, WireReply, default_responder
 from tests.support.openai_server import (
     _ERRORS,
@@ -100,7 +100,7 @@ class Batch:
         return [self.items[i] for i in self.order if self.items[i].line is None]
 
 
-class FakeOpenAIBatchServer(FakeOpenAIServer):
+class FakeOpenAIBatchServer(FakeOpenAIServer, SimulatedBatches[Batch, int]):
     def __init__(
         self,
         responder: Responder = default_responder,
@@ -113,38 +113,14 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
         **kwargs: Any,
     ) -> None:
         super().__init__(responder, **kwargs)
-        self.group = group  # requests run in one step
-        self.step_s = step_s
-        self.auto_advance = auto_advance  # a retrieve advances the batch one step
-        self.max_batch_requests = max_batch_requests
-        self.max_batch_bytes = max_batch_bytes
+        self._init_batches(group, step_s, auto_advance, max_batch_requests, max_batch_bytes)
         self.max_page = 100  # a list page's largest size (lower it to test paging)
         self.clock = START
         self.files: dict[str, StoredFile] = {}
-        self.batches: dict[str, Batch] = {}  # in creation order
         self.outcomes: dict[str, str | Fault] = {}  # custom id -> how its request ends
         # Statuses the next batch-API requests fail with (None: that one is answered).
         self.api_faults: deque[int | None] = deque()
-        self.submitted: Counter[str] = Counter()  # custom id -> batches it was submitted in
-        self.batch_requests = 0  # requests to the file and batch endpoints
         self._ran = 0  # batch requests run, for their ids
-
-    def tick(self, seconds: int) -> None:
-        """Move the simulated clock on."""
-        self.clock += seconds
-
-    async def advance(self, batch_id: str, steps: int = 1) -> Batch:
-        batch = self.batches[batch_id]
-        for _ in range(steps):
-            await self._step(batch)
-        return batch
-
-    async def finish(self, batch_id: str) -> Batch:
-        """Advance the batch until it has ended."""
-        batch = self.batches[batch_id]
-        while batch.status not in ENDED:
-            await self._step(batch)
-        return batch
 
     def batch_json(self, batch: Batch) -> dict[str, Any]:
         """The batch's Batch object."""
@@ -178,7 +154,7 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
             "metadata": batch.metadata,
         }
         obj.update(batch.times)
-        return _checked(SdkBatch, obj)
+        return checked(SdkBatch, obj)
 
     # --- routes ----------------------------------------------------------------------------
 
@@ -240,7 +216,7 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
         if self.files.pop(file_id, None) is None:
             return _no_file(request)
         deleted = {"id": file_id, "object": "file", "deleted": True}
-        return web.json_response(_checked(FileDeleted, deleted))
+        return web.json_response(checked(FileDeleted, deleted))
 
     def _store(self, content: bytes, filename: str, purpose: str) -> StoredFile:
         file_id = f"file-fake{len(self.files) + 1:016d}"
@@ -256,7 +232,7 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
             "status": "processed",
             "status_details": None,
         }
-        stored = StoredFile(_checked(FileObject, obj), content)
+        stored = StoredFile(checked(FileObject, obj), content)
         self.files[file_id] = stored
         return stored
 
@@ -306,10 +282,7 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
         return None
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
-        try:
-            limit = int(request.query.get("limit", "20"))
-        except ValueError:
-            limit = 0
+        limit = list_limit(request)
         if not 1 <= limit <= 100:
             message = f"Invalid 'limit': integer between 1 and 100 expected, got {limit}."
             return _error(400, message, param="limit")
@@ -349,6 +322,9 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
         return web.json_response(self.batch_json(batch))
 
     # --- processing ------------------------------------------------------------------------
+
+    def _ended(self, batch: Batch) -> bool:
+        return batch.status in ENDED
 
     async def _step(self, batch: Batch) -> None:
         """One step of simulated time."""
@@ -398,8 +374,7 @@ class FakeOpenAIBatchServer(FakeOpenAIServer):
             batch.times["failed_at"] = self.clock
             return
         batch.items = [BatchItem(e["custom_id"], e["body"]) for _, e in entries]
-        batch.order = list(range(len(batch.items)))
-        random.Random(f"{self.seed}:{batch.id}").shuffle(batch.order)
+        batch.order = run_order(self.seed, batch.id, len(batch.items))
         batch.model = str(batch.items[0].body.get("model"))
         batch.status = "in_progress"
         batch.times["in_progress_at"] = self.clock
@@ -576,20 +551,3 @@ def _no_file(request: web.Request) -> web.Response:
 
 def _no_batch(request: web.Request) -> web.Response:
     return _error(404, f"No batch found with id '{request.match_info['batch_id']}'.")
-
-
-def _checked(model: type[BaseModel], obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj``, once it validates against the SDK's ``model`` with no field the SDK lacks."""
-    _no_extras(model.model_validate(obj), model.__name__)
-    return obj
-
-
-def _no_extras(value: Any, where: str) -> None:
-    if isinstance(value, BaseModel):
-        extra = value.model_extra or {}
-        assert not extra, f"{where} has fields the SDK does not know: {sorted(extra)}"
-        for name in type(value).model_fields:
-            _no_extras(getattr(value, name), f"{where}.{name}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _no_extras(item, f"{where}.{i}")

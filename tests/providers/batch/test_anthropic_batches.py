@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -13,21 +12,15 @@ import pytest
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 from anthropic.types.shared import ErrorResponse
 
-from needlescope.errors import ProviderError
 from needlescope.providers import base
 from needlescope.providers.anthropic import AnthropicProvider
 from needlescope.providers.base import ChatRequest, Message, Reply
 from needlescope.providers.batch import BatchClient, batch_client
 from needlescope.providers.batch.anthropic import AnthropicBatches
-from needlescope.providers.batch.base import (
-    BATCH_CANCELED,
-    BATCH_EXPIRED,
-    BatchRequest,
-    BatchResult,
-    BatchState,
-)
+from needlescope.providers.batch.base import BATCH_CANCELED, BATCH_EXPIRED, BatchRequest, BatchState
 from tests.support.anthropic_batch_server import DAY, EXPIRED, START, FakeAnthropicBatchServer
 from tests.support.anthropic_server import FakeAnthropicServer, Fault
+from tests.support.batch_clients import ask, echo, failure, items, opened, run, sync_failures
 
 KEY = "sk-ant-test-SECRET-0123456789abcdef"
 THINK = {"type": "enabled", "budget_tokens": 2048}
@@ -36,49 +29,17 @@ DOC = " ".join(f"line{i}" for i in range(1100))
 SHORT = " ".join(PREFIX.split()[:1000])  # 1003 tokens: under the minimum of 1024
 
 
-def ask(question: str, max_tokens: int = 20, **extra: Any) -> ChatRequest:
-    return ChatRequest((Message("user", question),), max_tokens=max_tokens, extra=extra)
-
-
 def cached(question: str, prefix: str = PREFIX, ttl: str = "5m") -> ChatRequest:
     """A request whose system prompt is one block marked for caching."""
     block = {"type": "text", "text": prefix, "cache_control": {"type": "ephemeral", "ttl": ttl}}
     return ask(question, system=[block])
 
 
-def echo(body: dict[str, Any]) -> str:
-    return f"You asked: {body['messages'][-1]['content']}"
-
-
-def items(requests: dict[str, ChatRequest]) -> list[BatchRequest]:
-    return [BatchRequest(custom_id, request) for custom_id, request in requests.items()]
-
-
-@asynccontextmanager
-async def batches(srv: FakeAnthropicServer, **kwargs: Any) -> AsyncIterator[AnthropicBatches]:
+def batches(
+    srv: FakeAnthropicServer, **kwargs: Any
+) -> AbstractAsyncContextManager[AnthropicBatches]:
     defaults = {"name": "fake", "base_url": srv.base_url, "model": "claude-test", "api_key": KEY}
-    provider = AnthropicProvider(**defaults | kwargs)
-    try:
-        yield AnthropicBatches(provider)
-    finally:
-        await provider.aclose()
-
-
-async def run(client: BatchClient, requests: Sequence[BatchRequest]) -> dict[str, BatchResult]:
-    """Submit, poll until ended, and read every result by custom id."""
-    state = await client.submit(requests, "sweep")
-    for _ in range(100):
-        state = await client.state(state.batch_id)
-        if state.ended:
-            break
-    assert state.ended
-    return {r.custom_id: r for r in await client.results(state.batch_id)}
-
-
-async def failure(coro: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as info:
-        await coro
-    return info.value
+    return opened(AnthropicProvider(**defaults | kwargs), AnthropicBatches)
 
 
 def same_reply(batch: Reply | None, sync: Reply) -> None:
@@ -179,10 +140,7 @@ async def test_errored_requests_get_the_kinds_the_synchronous_path_gives() -> No
     }
     server = FakeAnthropicBatchServer(echo, api_key=KEY, group=3)
     async with server as srv, batches(srv) as client:
-        sync = {}
-        for cid, fault in faults.items():
-            srv.add_faults(fault)
-            sync[cid] = await failure(client.provider.complete(ask("Q?")))
+        sync = await sync_failures(srv, client.provider, faults)
         sync["bad"] = await failure(client.provider.complete(ask("Q?", bogus=1)))
         srv.outcomes.update(faults, late=EXPIRED)
         requests = {cid: ask("Q?") for cid in [*faults, "late"]} | {"bad": ask("Q?", bogus=1)}

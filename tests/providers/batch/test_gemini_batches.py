@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +27,7 @@ from needlescope.providers.batch.base import (
 from needlescope.providers.batch.gemini import GeminiBatches
 from needlescope.providers.gemini import GeminiProvider
 from tests.support import gemini_server as fake
+from tests.support.batch_clients import failure, items, opened, run
 from tests.support.gemini_batch_server import (
     CANCELLED,
     EXPIRED,
@@ -59,35 +59,15 @@ def echo(body: dict[str, Any]) -> str:
     return f"You asked: {body['contents'][-1]['parts'][-1]['text']}"
 
 
-def items(requests: dict[str, ChatRequest]) -> list[BatchRequest]:
-    return [BatchRequest(custom_id, request) for custom_id, request in requests.items()]
-
-
 def provider(srv: FakeGeminiBatchServer, **kwargs: Any) -> GeminiProvider:
     defaults = {"name": "fake", "base_url": srv.base_url, "model": MODEL, "api_key": KEY}
     return GeminiProvider(**defaults | {"reasoning": False, "max_retry_after_s": 0} | kwargs)
 
 
-@asynccontextmanager
-async def batches(srv: FakeGeminiBatchServer, **kwargs: Any) -> AsyncIterator[GeminiBatches]:
-    p = provider(srv, **kwargs)
-    try:
-        yield GeminiBatches(p)
-    finally:
-        await p.aclose()
-
-
-async def run(
-    client: BatchClient, requests: Sequence[BatchRequest], tag: str = "sweep"
-) -> dict[str, BatchResult]:
-    """Submit, poll until ended, and read every result by custom id."""
-    state = await client.submit(requests, tag)
-    for _ in range(100):
-        state = await client.state(state.batch_id)
-        if state.ended:
-            break
-    assert state.ended
-    return {r.custom_id: r for r in await client.results(state.batch_id)}
+def batches(
+    srv: FakeGeminiBatchServer, **kwargs: Any
+) -> AbstractAsyncContextManager[GeminiBatches]:
+    return opened(provider(srv, **kwargs), GeminiBatches)
 
 
 async def synchronous(
@@ -105,12 +85,6 @@ async def synchronous(
     finally:
         await p.aclose()
     return out
-
-
-async def failure(coro: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as info:
-        await coro
-    return info.value
 
 
 def reply_of(result: BatchResult) -> Reply:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -23,11 +23,11 @@ from needlescope.providers.batch.base import (
     BATCH_FAILED,
     BatchLimits,
     BatchRequest,
-    BatchResult,
     BatchState,
 )
 from needlescope.providers.batch.openai import ENDPOINT, TAG_KEY, OpenAIBatches
 from needlescope.providers.openai import OpenAIProvider
+from tests.support.batch_clients import ask, echo, failure, items, opened, run, sync_failures
 from tests.support.fake_server import WireReply
 from tests.support.openai_batch_server import DAY, EXPIRED, START, FakeOpenAIBatchServer
 from tests.support.openai_server import FakeOpenAIServer, Fault
@@ -35,43 +35,9 @@ from tests.support.openai_server import FakeOpenAIServer, Fault
 KEY = "sk-proj-test-SECRET-0123456789abcdef"
 
 
-def ask(question: str, max_tokens: int | None = 20, **extra: Any) -> ChatRequest:
-    return ChatRequest((Message("user", question),), max_tokens=max_tokens, extra=extra)
-
-
-def echo(body: dict[str, Any]) -> str:
-    return f"You asked: {body['messages'][-1]['content']}"
-
-
-def items(requests: dict[str, ChatRequest]) -> list[BatchRequest]:
-    return [BatchRequest(custom_id, request) for custom_id, request in requests.items()]
-
-
-@asynccontextmanager
-async def batches(srv: FakeOpenAIServer, **kwargs: Any) -> AsyncIterator[OpenAIBatches]:
+def batches(srv: FakeOpenAIServer, **kwargs: Any) -> AbstractAsyncContextManager[OpenAIBatches]:
     defaults = {"name": "fake", "base_url": srv.base_url, "model": "gpt-4o-mini", "api_key": KEY}
-    provider = OpenAIProvider(**defaults | kwargs)
-    try:
-        yield OpenAIBatches(provider)
-    finally:
-        await provider.aclose()
-
-
-async def run(client: BatchClient, requests: Sequence[BatchRequest]) -> dict[str, BatchResult]:
-    """Submit, poll until ended, and read every result by custom id."""
-    state = await client.submit(requests, "sweep")
-    for _ in range(100):
-        state = await client.state(state.batch_id)
-        if state.ended:
-            break
-    assert state.ended
-    return {r.custom_id: r for r in await client.results(state.batch_id)}
-
-
-async def failure(coro: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as info:
-        await coro
-    return info.value
+    return opened(OpenAIProvider(**defaults | kwargs), OpenAIBatches)
 
 
 def one_line(error: ProviderError | None) -> ProviderError:
@@ -209,10 +175,7 @@ async def test_errored_lines_get_the_kinds_the_synchronous_path_gives() -> None:
     }
     server = FakeOpenAIBatchServer(echo, api_key=KEY, group=3)
     async with server as srv, batches(srv) as client:
-        sync = {}
-        for cid, fault in faults.items():
-            srv.add_faults(fault)
-            sync[cid] = await failure(client.provider.complete(ask("Q?")))
+        sync = await sync_failures(srv, client.provider, faults)
         sync["bad"] = await failure(client.provider.complete(ask("Q?", top_p=0.5, model="o3")))
         srv.outcomes.update(faults)
         requests = {cid: ask("Q?") for cid in faults} | {"bad": ask("Q?", top_p=0.5, model="o3")}
