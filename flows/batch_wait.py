@@ -89,15 +89,22 @@ class BatchWaiting(ModelSweep):
         )
 
     async def _polled(self, record: BatchRecord) -> bool:
-        """Look at one batch; collect it if it has ended. Whether it is done with."""
+        """Look at one batch; collect it if it has ended. Whether it is done with (a failure
+        the provider may not repeat, a 429 or a 5xx, is tried again at the next poll)."""
         assert record.batch_id is not None
         try:
-            state = await self.client.state(record.batch_id)
+            return await self._poll(record)
         except ProviderError as error:
             if not error.retryable:
                 raise
-            self.logger.warning("batch %s not polled: %s", record.batch_id, error)
+            self.logger.warning(
+                "batch %s: %s; tried again at the next poll", record.batch_id, error
+            )
             return False
+
+    async def _poll(self, record: BatchRecord) -> bool:
+        assert record.batch_id is not None
+        state = await self.client.state(record.batch_id)
         await asyncio.to_thread(self.book.polled, record.intent, state.status, state.counts)
         self.seen[record.intent] = {"status": state.status, **state.counts}
         counts = ", ".join(f"{n} {k}" for k, n in sorted(state.counts.items()) if n)

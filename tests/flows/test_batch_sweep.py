@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 
 from needlescope.warehouse.store import Warehouse
 from tests.support.anthropic_batch_server import FakeAnthropicBatchServer
@@ -46,15 +47,17 @@ def half_the_prompt(body: dict[str, Any]) -> str:
     return json.dumps({str(i + 1): int(n) for i, n in enumerate(found)} or {"1": 0})
 
 
-def config_text(provider: str, url: str, model: str, batch: str) -> str:
+def config_text(provider: str, url: str, model: str, batch: str, *, sync: bool = True) -> str:
+    """Model ``bat`` in batch mode; ``sync`` (the same model, one request a cell) swept too."""
     price = "{input_per_mtok: 2, output_per_mtok: 8}"
+    tested = "" if sync else "under_test: false, "
     return f"""
 name: batches
 seed: 5
 compact: false
 retry: {{retries: 0, backoff_s: [0]}}
 models:
-  - {{name: sync, provider: {provider}, base_url: '{url}', model: {model}, price: {price}}}
+  - {{{tested}name: sync, provider: {provider}, base_url: '{url}', model: {model}, price: {price}}}
   - name: bat
     provider: {provider}
     base_url: '{url}'
@@ -208,10 +211,42 @@ def test_no_batch_is_submitted_past_the_budget(cli, write_config, tmp_path: Path
     wh = tmp_path / "wh"
     with FakeOpenAIBatchServer(half_the_prompt) as srv:
         srv.clock = int(time.time())
-        text = config_text("openai", srv.base_url, "gpt-4o-mini", "{poll_s: 0.05}")
-        text = text.replace("  - {name: sync,", "  - {under_test: false, name: sync,")
+        text = config_text("openai", srv.base_url, "gpt-4o-mini", "{poll_s: 0.05}", sync=False)
         config = write_config(text + "budget: {usd: 0.0001}\n")
         run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
         assert run.returncode == 3, run.stderr[-2000:]
         assert not srv.submitted and srv.batch_requests == 0
     assert "batched" not in claim_states(wh) and book(wh) == []
+
+
+def test_a_poll_or_a_results_read_that_fails_for_now_is_tried_again(
+    cli, write_config, tmp_path: Path
+) -> None:
+    """A 503 on a poll and on the results read: the run looks again at its next poll."""
+    wh = tmp_path / "wh"
+    dropped: list[str] = []
+
+    async def unavailable_once(request: web.Request, response: object) -> bool:
+        if response is not None or request.method != "GET":
+            return False
+        if request.path.endswith("/content"):
+            step = "results"  # a file read by `results`
+        elif request.path.startswith("/v1/batches/"):
+            step = "poll"
+        else:
+            return False
+        if step in dropped:
+            return False
+        dropped.append(step)
+        return True  # answered 503, unhandled
+
+    with FakeOpenAIBatchServer(half_the_prompt) as srv:
+        srv.clock = int(time.time())
+        srv.watcher = unavailable_once
+        text = config_text("openai", srv.base_url, "gpt-4o-mini", "{poll_s: 0.05}", sync=False)
+        config = write_config(text)
+        run = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(dropped) == ["poll", "results"]
+    assert "tried again at the next poll" in run.stderr
+    assert len(results(Warehouse(wh))) == 4 and set(srv.submitted.values()) == {1}
