@@ -15,7 +15,12 @@ from needlescope.grading import parse_values
 from needlescope.grid import Cell
 from needlescope.probes.registry import expand_with_probes
 from needlescope.providers.base import RETRYABLE_KINDS
+from needlescope.providers.batch import BATCH_CANCELED, BATCH_EXPIRED, BATCH_FAILED
 from needlescope.warehouse.store import Warehouse, default_root
+
+# A failure a rerun retries by default: one that may not happen again, and the requests a
+# provider batch never ran (expired, canceled) or ran as part of a batch that failed whole.
+RERUN_KINDS = RETRYABLE_KINDS | {BATCH_EXPIRED, BATCH_CANCELED, BATCH_FAILED}
 
 
 def run_config(store: Warehouse, run_id: str) -> tuple[SweepConfig, str]:
@@ -41,7 +46,7 @@ def cells_to_rerun(
 
     Without ``validities``: the cells with no graded answer in the epoch. A cell whose latest
     failure can never succeed as sent (``request_too_large``, ``context_too_long``,
-    ``bad_request``, ``auth``: any kind not in ``RETRYABLE_KINDS``) is left out unless
+    ``bad_request``, ``auth``: any kind not in ``RERUN_KINDS``) is left out unless
     ``error_kinds`` names its kind; a cell never answered (left unsent by a budget, or cut
     short by a crash) has no error kind, so an ``error_kinds`` filter leaves it out.
 
@@ -64,7 +69,7 @@ def cells_to_rerun(
         kind = latest_errors.get(cell.cell_id)
         if error_kinds:
             return kind in error_kinds
-        return validities is None and (kind is None or kind in RETRYABLE_KINDS)
+        return validities is None and (kind is None or kind in RERUN_KINDS)
 
     def invalid_to_resend(cell: Cell) -> bool:
         return bool(validities) and answer_validity.get(cell.cell_id) in (validities or ())

@@ -20,7 +20,7 @@ from aiohttp import web
 from needlescope.warehouse.store import Warehouse
 from tests.support.anthropic_batch_server import FakeAnthropicBatchServer
 from tests.support.gemini_batch_server import FakeGeminiBatchServer
-from tests.support.openai_batch_server import FakeOpenAIBatchServer
+from tests.support.openai_batch_server import DAY, FakeOpenAIBatchServer
 from tests.support.openai_server import FakeOpenAIServer
 
 SERVERS: dict[str, Any] = {
@@ -128,11 +128,13 @@ def test_a_batch_sweep_stores_what_a_synchronous_sweep_stores(
 def test_a_run_past_its_wait_hands_its_batches_to_the_next(
     cli, write_config, tmp_path: Path
 ) -> None:
-    """wait_s: 0 polls once, then the run ends "waiting on N batches"; `rerun` collects."""
+    """wait_s: 0 polls once, then the run ends "waiting on N batches"; `rerun` collects what
+    the batch answered before it expired, and a second `rerun` (rerun: sync) sends the expired
+    requests one by one."""
     wh = tmp_path / "wh"
     with FakeOpenAIBatchServer(half_the_prompt, group=1) as srv:
         srv.clock = int(time.time())
-        batch = "{poll_s: 0.05, wait_s: 0}"
+        batch = "{poll_s: 0.05, wait_s: 0, rerun: sync}"
         config = write_config(config_text("openai", srv.base_url, "gpt-4o-mini", batch))
         first = cli("run", str(config), "-w", str(wh), "--epoch", "e", "--no-report")
         assert first.returncode == 0, first.stderr[-3000:]
@@ -147,14 +149,31 @@ def test_a_run_past_its_wait_hands_its_batches_to_the_next(
         store = Warehouse(wh)
         assert {r["model"] for r in results(store)} == {"sync"}
 
-        for batch_id in list(srv.batches):  # a night passes: the batch ends
-            asyncio.run_coroutine_threadsafe(srv.finish(batch_id), srv._loop).result(10)
+        # A day passes: two requests ran, then the batch's 24 hours ended.
+        [batch_id] = srv.batches
+        asyncio.run_coroutine_threadsafe(srv.advance(batch_id, 2), srv._loop).result(10)
+        srv.tick(DAY + 1)
         run_id = store.query_table("runs", "SELECT run_id FROM t LIMIT 1", [])[0][0]
         rerun = cli("rerun", run_id, "-w", str(wh), "--no-report")
-        assert rerun.returncode == 0, rerun.stderr[-3000:] + rerun.stdout
+        assert rerun.returncode == 1, rerun.stderr[-3000:] + rerun.stdout  # cells failed
         assert [status for status, _ in book(wh)] == ["collected"]
-        assert sum(srv.submitted.values()) == 4  # nothing sent twice
-        assert len([r for r in results(store) if r["model"] == "bat"]) == 4
+        bat = [r for r in results(store) if r["model"] == "bat"]
+        expired = [r for r in bat if r["error_kind"] == "batch_expired"]
+        assert len(bat) == 4 and 0 < len(expired) < 4
+        assert all(r["batch_id"] == batch_id for r in bat)
+
+        chat_before = srv.requests - srv.batch_requests
+        # The rerun that collected them answered them: its failed cells are retried.
+        collected_by = expired[0]["run_id"]
+        assert f"needlescope rerun {collected_by}" in rerun.stderr + rerun.stdout
+        again = cli("rerun", collected_by, "-w", str(wh), "--no-report")
+        assert again.returncode == 0, again.stderr[-3000:] + again.stdout
+        assert sum(srv.submitted.values()) == 4  # no request went in a batch twice
+        assert srv.requests - srv.batch_requests - chat_before == len(expired)  # one by one
+        bat = [r for r in results(store) if r["model"] == "bat"]
+        assert len(bat) == 4 and not any(r["error_kind"] for r in bat)
+        resent = {r["cell_id"] for r in bat if r["batch_id"] is None}
+        assert resent == {r["cell_id"] for r in expired}
 
 
 def test_cache_auto_in_an_anthropic_batch_reads_the_shared_haystack(
