@@ -57,6 +57,7 @@ class BatchWaiting(ModelSweep):
                 if not await self._polled(record):
                     still.append(record)
             pending = still
+            self.progress.batches(self.model, self._open_note(pending))
             if not pending or loop.time() >= deadline:
                 break
             self.logger.info("waiting on %d batches of %s", len(pending), self.model)
@@ -67,6 +68,18 @@ class BatchWaiting(ModelSweep):
             self._release_reserve(record)
         if records:
             await self._artifact(records, pending)
+
+    def _open_note(self, pending: list[BatchRecord]) -> str:
+        """ "2 batches open: 40 processing, 24 succeeded" (the counts of their last polls)."""
+        if not pending:
+            return ""
+        counts: dict[str, int] = {}
+        for record in pending:
+            for key, value in self.seen.get(record.intent, {}).items():
+                if key != "status" and isinstance(value, int):
+                    counts[key] = counts.get(key, 0) + value
+        shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n)
+        return f"{len(pending)} batches open" + (f": {shown}" if shown else "")
 
     async def _artifact(self, records: list[BatchRecord], pending: list[BatchRecord]) -> None:
         """The run's batches of this model, as the flow run's artifact in the UI."""

@@ -16,6 +16,10 @@ class ProgressSink(Protocol):
 
     def advance(self, graded: int, failed: int, tokens: int = 0) -> None: ...
 
+    def batches(self, model: str, note: str) -> None:
+        """A batch model's open batches, by status ("" once none is open)."""
+        ...
+
     def finish(self) -> None: ...
 
 
@@ -42,6 +46,9 @@ class LogProgress:
                 self.tokens,
             )
             self._next_report = self.done / self.total + 0.1
+
+    def batches(self, model: str, note: str) -> None:
+        pass  # each poll is logged by the batch sweep itself
 
     def finish(self) -> None:
         pass

@@ -1,4 +1,5 @@
-"""A rich progress bar for `needlescope run`: cells done, failed, and tokens used."""
+"""A rich progress bar for `needlescope run`: cells done, failed, tokens used, and the batch
+models' open batches."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ class RichProgress:
             TextColumn("{task.fields[tokens]:,} tokens"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[batches]}"),
             console=console,
             transient=False,
         )
-        self.task = self.progress.add_task("cells", total=0, failed=0, tokens=0)
+        self.task = self.progress.add_task("cells", total=0, failed=0, tokens=0, batches="")
         self.failed = self.tokens = 0
+        self.open_batches: dict[str, str] = {}  # model -> its open batches, by status
 
     def start(self, total: int, skipped: int) -> None:
         if skipped:
@@ -41,6 +44,14 @@ class RichProgress:
         self.progress.update(
             self.task, advance=graded + failed, failed=self.failed, tokens=self.tokens
         )
+
+    def batches(self, model: str, note: str) -> None:
+        if note:
+            self.open_batches[model] = note
+        else:
+            self.open_batches.pop(model, None)
+        shown = "; ".join(f"{m}: {n}" for m, n in sorted(self.open_batches.items()))
+        self.progress.update(self.task, batches=shown)
 
     def finish(self) -> None:
         self.progress.stop()
