@@ -152,21 +152,10 @@ class BatchModelSweep(BatchWaiting):
         return records
 
     async def _built(self, batch: list[Cell]) -> list[Context]:
-        """The claimed cells' contexts, their rows stored; what cannot be built as in a
-        synchronous sweep (dropped, or failed rows)."""
-        batch = await self._claim(batch)
-        if not batch:
+        """The claimed cells' contexts, their rows stored."""
+        built = await self._claimed_and_built(batch)
+        if built is None:
             return []
-        built = await self.build(self.model, batch)
-        current().contexts.forget(self.model, batch)
-        for cell, reason in built.unbuildable:
-            self.logger.warning("cell %s dropped: %s", cell.label, reason)
-            if not self.drop_reasons:
-                self.drop_reasons.append(reason)
-        self.dropped += len(built.unbuildable)
-        await self._free([cell for cell, _ in built.unbuildable])
-        if built.failed:
-            await self._record_build_failures(built.failed)
         await self._store_cells(built.contexts, built, keep_prompt=self.config.save_prompts)
         return built.contexts
 

@@ -9,7 +9,6 @@ import re
 from typing import Any
 
 from prefect.artifacts import acreate_table_artifact
-from prefect.utilities.annotations import quote
 
 from needlescope.config import BatchSettings
 from needlescope.errors import ProviderError
@@ -17,8 +16,13 @@ from needlescope.flows.model_sweep import ModelSweep
 from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.providers.base import Reply
-from needlescope.providers.batch import BATCH_FAILED, BatchClient, BatchRequest, BatchState
-from needlescope.tasks.grade import grade_answers
+from needlescope.providers.batch import (
+    BATCH_FAILED,
+    BatchClient,
+    BatchRequest,
+    BatchState,
+    counts_text,
+)
 from needlescope.tasks.query import Answer, request_for
 from needlescope.tasks.runtime import current
 from needlescope.warehouse.store.batches import BatchBook, BatchRecord
@@ -78,7 +82,7 @@ class BatchWaiting(ModelSweep):
             for key, value in self.seen.get(record.intent, {}).items():
                 if key != "status" and isinstance(value, int):
                     counts[key] = counts.get(key, 0) + value
-        shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n)
+        shown = counts_text(counts)
         return f"{len(pending)} batches open" + (f": {shown}" if shown else "")
 
     async def _artifact(self, records: list[BatchRecord], pending: list[BatchRecord]) -> None:
@@ -120,7 +124,7 @@ class BatchWaiting(ModelSweep):
         state = await self.client.state(record.batch_id)
         await asyncio.to_thread(self.book.polled, record.intent, state.status, state.counts)
         self.seen[record.intent] = {"status": state.status, **state.counts}
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(state.counts.items()) if n)
+        counts = counts_text(state.counts)
         self.logger.info(
             "batch %s (%s): %s", record.batch_id, state.status, counts or "no request done yet"
         )
@@ -162,7 +166,7 @@ class BatchWaiting(ModelSweep):
         self._release_reserve(record)
         answers = [self._answer(c, results.get(custom_id(c.cell.cell_id)), state) for c in contexts]
         answers = list(await asyncio.gather(*(self._judged(a) for a in answers)))
-        graded, failed = await self._store(answers, record.epoch)
+        graded, failed = await self._stored_answers(answers, record.epoch) if answers else ([], [])
         failed += missing
         await asyncio.to_thread(self.book.collected, record.intent, [*graded, *stored], failed)
         self.elsewhere += len(stored)
@@ -181,28 +185,6 @@ class BatchWaiting(ModelSweep):
             why = state.error or f"batch {state.batch_id} ({state.status}) has no result for it"
             outcome = ProviderError(BATCH_FAILED, why)
         return Answer(context, outcome, 1, cost, batch_id=state.batch_id)
-
-    async def _store(self, answers: list[Answer], epoch: str) -> tuple[list[str], list[str]]:
-        """The answers graded and stored (an answer last: it marks its cell done)."""
-        if not answers:
-            return [], []
-        tables = await grade_answers(quote(answers), self.run_id, epoch)
-        for table, table_rows in tables.items():
-            if table != "answers":
-                await self._persist(table, table_rows)
-        answer_rows = tables["answers"]
-        await self._persist("answers", answer_rows)
-        failed = [row["cell_id"] for row in answer_rows if row.get("error_kind")]
-        graded = [row["cell_id"] for row in answer_rows if not row.get("error_kind")]
-        self.failed += len(failed)
-        self.graded += len(graded)
-        tokens = sum(
-            (a.outcome.prompt_tokens or 0) + (a.outcome.completion_tokens or 0)
-            for a in answers
-            if isinstance(a.outcome, Reply)
-        )
-        self.progress.advance(len(graded), len(failed), tokens)
-        return graded, failed
 
     def _release_reserve(self, record: BatchRecord) -> None:
         if (worst := self.reserved.pop(record.intent, None)) is not None:

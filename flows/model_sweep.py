@@ -8,6 +8,7 @@ task, which turns each batch into the warehouse's rows.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from prefect import get_run_logger
@@ -153,20 +154,9 @@ class ModelSweep:
         self, batch: list[Cell], only_context: bool, built_event: asyncio.Event
     ) -> None:
         """``built_event`` is set once the batch's prompts are built: the next batch's turn."""
-        if self.claims is not None:
-            batch = await self._claim(batch)
-            if not batch:
-                return
-        built = await self.build(self.model, batch)
-        current().contexts.forget(self.model, batch)
-        for cell, reason in built.unbuildable:
-            self.logger.warning("cell %s dropped: %s", cell.label, reason)
-            if not self.drop_reasons:  # one example for the summary
-                self.drop_reasons.append(reason)
-        self.dropped += len(built.unbuildable)
-        await self._free([cell for cell, _ in built.unbuildable])
-        if built.failed:
-            await self._record_build_failures(built.failed)
+        built = await self._claimed_and_built(batch)
+        if built is None:
+            return
         contexts = built.contexts
         if self.sort_by_prompt:
             contexts = sorted(contexts, key=lambda c: [m.content for m in c.messages])
@@ -182,6 +172,25 @@ class ModelSweep:
                 await self._query_and_grade(contexts, stored)
         finally:
             await stored
+
+    async def _claimed_and_built(self, batch: list[Cell]) -> Built | None:
+        """The prompts of the cells of ``batch`` this run claims (None: it claims none); cells
+        that cannot be built are dropped, or kept as failed rows when their build failed."""
+        if self.claims is not None:
+            batch = await self._claim(batch)
+            if not batch:
+                return None
+        built = await self.build(self.model, batch)
+        current().contexts.forget(self.model, batch)
+        for cell, reason in built.unbuildable:
+            self.logger.warning("cell %s dropped: %s", cell.label, reason)
+            if not self.drop_reasons:  # one example for the summary
+                self.drop_reasons.append(reason)
+        self.dropped += len(built.unbuildable)
+        await self._free([cell for cell, _ in built.unbuildable])
+        if built.failed:
+            await self._record_build_failures(built.failed)
+        return built
 
     def mark_cache(self, contexts: list[Context], *, batched: bool) -> None:
         """``cache: auto``: the prefix each request marks for the provider's prompt cache."""
@@ -261,27 +270,32 @@ class ModelSweep:
         if not answers:
             return
         answers = list(await asyncio.gather(*(self._judged(a) for a in answers)))
-        tables = await grade_answers(quote(answers), self.run_id, self.epoch)
-        await cells_stored
+        graded, failed = await self._stored_answers(answers, self.epoch, cells_stored)
+        if self.claims is not None:
+            await asyncio.to_thread(self.claims.finish, self.epoch, graded, failed)
+
+    async def _stored_answers(
+        self, answers: list[Answer], epoch: str, cells_stored: Awaitable[None] | None = None
+    ) -> tuple[list[str], list[str]]:
+        """The answers graded and stored, once their cells' rows are (``cells_stored``); the
+        cell ids graded and failed."""
+        tables = await grade_answers(quote(answers), self.run_id, epoch)
+        if cells_stored is not None:
+            await cells_stored
         # Analysis rows first: an answer is what marks a cell done, so it is written last.
         for table, table_rows in tables.items():
             if table != "answers":
                 await self._persist(table, table_rows)
         answer_rows = tables["answers"]
         await self._persist("answers", answer_rows)
-        if self.claims is not None:
-            await asyncio.to_thread(
-                self.claims.finish,
-                self.epoch,
-                [row["cell_id"] for row in answer_rows if not row.get("error_kind")],
-                [row["cell_id"] for row in answer_rows if row.get("error_kind")],
-            )
-        failed = sum(1 for row in answer_rows if row.get("error_kind"))
-        self.failed += failed
-        self.graded += len(answer_rows) - failed
+        graded = [row["cell_id"] for row in answer_rows if not row.get("error_kind")]
+        failed = [row["cell_id"] for row in answer_rows if row.get("error_kind")]
+        self.failed += len(failed)
+        self.graded += len(graded)
         tokens = sum(
             (a.outcome.prompt_tokens or 0) + (a.outcome.completion_tokens or 0)
             for a in answers
             if isinstance(a.outcome, Reply)
         )
-        self.progress.advance(len(answer_rows) - failed, failed, tokens)
+        self.progress.advance(len(graded), len(failed), tokens)
+        return graded, failed

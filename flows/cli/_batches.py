@@ -101,12 +101,14 @@ async def _cancel(config_path: Path, model_name: str, batch_id: str) -> str:
 
 
 def _print(records: list[dict[str, Any]]) -> None:
+    from needlescope.providers.batch import counts_text
+
     if not records:
         console.print("no open batches (--all lists the collected ones too)")
         return
     table = Table("batch", "model", "epoch", "cells", "status", "requests", "submitted")
     for r in records:
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(r["counts"].items()) if n) or "-"
+        counts = counts_text(r["counts"]) or "-"
         status = r["status"] + (f" ({r['provider_status']})" if r["provider_status"] else "")
         table.add_row(
             r["batch_id"] or f"{r['intent']} (not created yet)",

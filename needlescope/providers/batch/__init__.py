@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         BatchResult,
         BatchState,
         content_sha256,
+        counts_text,
         created_batch,
     )
 
@@ -35,6 +36,7 @@ __all__ = [
     "BatchState",
     "batch_client",
     "content_sha256",
+    "counts_text",
     "created_batch",
 ]
 
@@ -71,6 +73,7 @@ __getattr__, __dir__ = lazy_exports(
         "BatchResult": ".base",
         "BatchState": ".base",
         "content_sha256": ".base",
+        "counts_text": ".base",
         "created_batch": ".base",
     },
 )

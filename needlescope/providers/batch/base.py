@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -93,6 +93,11 @@ class BatchClient(Protocol):
         ...
 
     async def cancel(self, batch_id: str) -> BatchState: ...
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """A batch's requests by outcome, for people: "3 processing, 12 succeeded" ("" if none)."""
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n)
 
 
 def content_sha256(items: Sequence[BatchRequest]) -> str:
