@@ -1,6 +1,6 @@
-"""``cache: auto``: the longest prompt prefix at least two cells of a sweep share (the
-instruction, the haystack before the first needle), marked for the provider's prompt cache
-where caching it pays by the price table, and the cells ordered so its readers follow its writer.
+"""``cache: auto``: prompt prefixes that runs of a sweep's cells share (the instruction, the
+haystack before the first needle), marked for the provider's prompt cache where caching them
+pays by the price table, and the cells ordered so a prefix's readers follow its writer.
 
 Anthropic caches a marked prefix: writing it costs 1.25× the input price (2× for the 1-hour
 cache a batch wants), reading it 0.1×, so a prefix shared by k cells pays when
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from needlescope.config import ModelConfig
 from needlescope.config._models import CACHE_MULTIPLES, CACHE_PROVIDERS
@@ -20,9 +20,9 @@ from needlescope.providers.base import CachePrefix, Message
 
 CACHING_PROVIDERS = CACHE_PROVIDERS
 CHARS_PER_TOKEN = 4  # a prefix's tokens, estimated: below the minimum nothing is marked
-# Neighbours looked at on each side (in text order): a handful of readers already pays for a
-# write, and the look stays linear in the cells.
-REACH = 32
+# The most prompts one mark is shared by: a few dozen readers already pay a write back many
+# times over, and the choice of runs stays linear in the cells.
+REACH = 64
 
 
 def minimum_tokens(model: ModelConfig) -> int:
@@ -40,29 +40,74 @@ def cache_marks(
     prompts: Sequence[Sequence[Message]], model: ModelConfig, *, batched: bool
 ) -> list[CachePrefix | None]:
     """Each prompt's shared prefix worth caching, or None. ``batched``: Anthropic's 1-hour
-    cache (a batch runs its requests in any order over minutes to hours)."""
+    cache (a batch runs its requests in any order over minutes to hours).
+
+    The prompts in text order are cut into runs of neighbours, each run marked with the prefix
+    all of its prompts share, so that the whole sweep saves the most by the price table. One
+    mark per run, not the longest prefix per prompt: where needles sit at every depth of one
+    text, neighbours share a staircase of prefixes, and a mark of its own for each prompt
+    would have each pay the write and hardly any read."""
     order = prompt_order(prompts)
     # shared[j]: the common prefix of the j-th and (j+1)-th prompts in text order.
     shared = [_common(prompts[a], prompts[b]) for a, b in itertools.pairwise(order)]
     ttl = "1h" if batched else "5m"
+    gain = _gain(model, ttl)
+    least = minimum_tokens(model) * CHARS_PER_TOKEN
+    # best[e]: the most the first e prompts (in text order) save; cut[e]: where its last run
+    # starts. A run of k prompts sharing a prefix of n characters saves n × gain(k).
+    best = [0.0] * (len(order) + 1)
+    cut = list(range(len(order) + 1))
+    for end in range(1, len(order) + 1):
+        best[end], cut[end] = best[end - 1], end - 1
+        prefix: tuple[int, int] | None = None
+        for start in range(end - 2, max(-1, end - 1 - REACH), -1):
+            prefix = shared[start] if prefix is None else min(prefix, shared[start])
+            chars = _length(prompts[order[start]], prefix)
+            if chars < least:
+                break  # shorter still further back
+            saving = best[start] + chars * gain(end - start)
+            if saving > best[end]:
+                best[end], cut[end] = saving, start
     marks: list[CachePrefix | None] = [None] * len(prompts)
-    for j, index in enumerate(order):
-        prefix = next(
-            (
-                p
-                for p in _candidates(shared, j)
-                if _pays(prompts[index], p, _sharing(shared, j, p), model, ttl)
-            ),
-            None,
-        )
-        if prefix is None:
-            continue
-        message, chars = prefix
-        text = "".join(m.role + m.content for m in prompts[index][:message])
-        text += prompts[index][message].content[:chars] if message < len(prompts[index]) else ""
-        key = hashlib.sha256(text.encode()).hexdigest()[:32]
-        marks[index] = CachePrefix(message, chars, key, ttl)
+    end = len(order)
+    while end > 0:
+        start = cut[end]
+        if end - start >= 2:
+            run = order[start:end]
+            message, chars = min(shared[start : end - 1])
+            key = _key(prompts[run[0]], message, chars)
+            for index in run:
+                marks[index] = CachePrefix(message, chars, key, ttl)
+        end = start
     return marks
+
+
+def _gain(model: ModelConfig, ttl: str) -> Callable[[int], float]:
+    """What caching saves a run of k prompts, per character of the prefix they share, as a
+    share of the input price: k - 1 reads instead of full input, less the write's premium."""
+    if model.provider != "anthropic":
+        return lambda k: float(k - 1)  # no write premium: OpenAI's reads are its saving
+    defaults = CACHE_MULTIPLES["anthropic"]
+    price = model.price
+    read, write = defaults["cached_input_per_mtok"], defaults["cache_write_per_mtok"]
+    if ttl == "1h":
+        write = defaults["cache_write_1h_per_mtok"]
+    if price is not None and price.input_per_mtok > 0:
+        rate = price.cache_write_1h_per_mtok if ttl == "1h" else price.cache_write_per_mtok
+        read = (price.cached_input_per_mtok or price.input_per_mtok) / price.input_per_mtok
+        write = (rate or price.input_per_mtok) / price.input_per_mtok
+    return lambda k: (k - 1) * (1 - read) - (write - 1)
+
+
+def _length(prompt: Sequence[Message], prefix: tuple[int, int]) -> int:
+    message, chars = prefix
+    return sum(len(m.content) for m in prompt[:message]) + chars
+
+
+def _key(prompt: Sequence[Message], message: int, chars: int) -> str:
+    text = "".join(m.role + m.content for m in prompt[:message])
+    text += prompt[message].content[:chars] if message < len(prompt) else ""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _common(a: Sequence[Message], b: Sequence[Message]) -> tuple[int, int]:
@@ -87,49 +132,3 @@ def _common_chars(x: str, y: str) -> int:
         else:
             high = mid - 1
     return low
-
-
-def _candidates(shared: list[tuple[int, int]], j: int) -> list[tuple[int, int]]:
-    """The prefixes the j-th prompt (in text order) shares with a neighbour, longest first:
-    the shorter ones are shared by more prompts."""
-    found: set[tuple[int, int]] = set()
-    for steps in (range(j - 1, max(-1, j - 1 - REACH), -1), range(j, min(len(shared), j + REACH))):
-        least: tuple[int, int] | None = None
-        for k in steps:
-            least = shared[k] if least is None else min(least, shared[k])
-            if least == (0, 0):
-                break
-            found.add(least)
-    return sorted(found, reverse=True)
-
-
-def _sharing(shared: list[tuple[int, int]], j: int, prefix: tuple[int, int]) -> int:
-    """How many prompts around the j-th (in text order) share at least ``prefix``."""
-    left = j
-    while left > max(0, j - REACH) and shared[left - 1] >= prefix:
-        left -= 1
-    right = j
-    while right < min(len(shared), j + REACH) and shared[right] >= prefix:
-        right += 1
-    return right - left + 1
-
-
-def _pays(
-    prompt: Sequence[Message], prefix: tuple[int, int], sharing: int, model: ModelConfig, ttl: str
-) -> bool:
-    message, chars = prefix
-    length = sum(len(m.content) for m in prompt[:message]) + chars
-    if length < minimum_tokens(model) * CHARS_PER_TOKEN or sharing < 2:
-        return False
-    if model.provider != "anthropic":
-        return True  # no write premium
-    defaults = CACHE_MULTIPLES["anthropic"]
-    price = model.price
-    read, write = defaults["cached_input_per_mtok"], defaults["cache_write_per_mtok"]
-    if ttl == "1h":
-        write = defaults["cache_write_1h_per_mtok"]
-    if price is not None and price.input_per_mtok > 0:
-        rate = price.cache_write_1h_per_mtok if ttl == "1h" else price.cache_write_per_mtok
-        read = (price.cached_input_per_mtok or price.input_per_mtok) / price.input_per_mtok
-        write = (rate or price.input_per_mtok) / price.input_per_mtok
-    return (sharing - 1) * (1 - read) > write - 1

@@ -29,15 +29,42 @@ def prompt(tail: str, system: str | None = None) -> tuple[Message, ...]:
     return (Message("system", system), user) if system else (user,)
 
 
-def test_the_longest_shared_prefix_is_marked_when_it_pays() -> None:
+def test_a_run_of_neighbours_shares_the_prefix_that_saves_the_most() -> None:
     prompts = [prompt("needle A. Question?"), prompt("needle B. Question?"), prompt("x")]
-    marks = cache_marks(prompts, model(), batched=False)
-    a, b, x = marks
+    a, b, x = cache_marks(prompts, model(), batched=False)
     assert a is not None and b is not None and x is not None
-    assert (a.message, a.chars, a.ttl) == (0, len(SHARED) + len("needle "), "5m")
-    assert x.chars == len(SHARED)  # shares the essay only
-    assert a.key == b.key != x.key
+    # One mark on the essay, read twice, saves more than a longer one read once by b alone.
+    assert (a.message, a.chars, a.ttl) == (0, len(SHARED), "5m")
+    assert a == b == x
     assert prompt_order(prompts) == [0, 1, 2]
+    # Two pairs that share much more with each other than with the other pair: a mark per pair.
+    long_a, long_b = "A" * 40_000, "B" * 40_000
+    pairs = [prompt(long_a + "1"), prompt(long_b + "1"), prompt(long_a + "2"), prompt(long_b + "2")]
+    marks = cache_marks(pairs, model(), batched=False)
+    assert all(m is not None for m in marks)
+    assert marks[0] == marks[2] and marks[1] == marks[3] and marks[0] != marks[1]
+    assert marks[0] is not None and marks[0].chars == len(SHARED + long_a)
+
+
+def test_a_staircase_of_prefixes_shares_few_marks_each_read_many_times() -> None:
+    # The gkamradt grid: one needle at every depth of one text, so each prompt shares a longer
+    # prefix with the next. A mark per prompt would have nearly every prompt pay the write.
+    text = "".join(f"Sentence {i} of the essay. " for i in range(4000))
+    needle = "The magic number is 7. "
+    depths = [len(text) * d // 200 for d in range(100, 200)]
+    prompts = [(Message("user", text[:at] + needle + text[at:] + "Q?"),) for at in depths]
+    marks = cache_marks(prompts, model(), batched=True)
+    assert all(m is not None for m in marks)
+    keys = {m.key for m in marks if m}
+    assert len(keys) <= 100 // 3  # each mark is read by two or more prompts
+    written = sum(m.chars for m in {m.key: m for m in marks if m}.values())
+    read = sum(m.chars for m in marks if m) - written
+    uncached = sum(len(p[0].content) for p in prompts)
+    # Priced as Anthropic's 1-hour cache: writes 2×, reads 0.1×, the rest 1×.
+    cost = 2 * written + 0.1 * read + (uncached - written - read)
+    assert cost < 0.75 * uncached
+    for mark, at in zip(marks, depths, strict=True):
+        assert mark is not None and mark.chars <= at  # never past the prompt's own needle
 
 
 def test_a_batch_writes_the_hour_cache_only_where_enough_cells_read_it() -> None:
