@@ -26,7 +26,7 @@ from needlescope.tasks.grade import grade_answers
 from needlescope.tasks.judging import judge_answer
 from needlescope.tasks.persist import persist
 from needlescope.tasks.prepare import build_prompts
-from needlescope.tasks.query import UNSENT, Answer, Asker, Unsent
+from needlescope.tasks.query import UNSENT, Answer, Asker, Unsent, ask_batch
 from needlescope.tasks.runtime import current
 from needlescope.warehouse.store import Warehouse, rows
 from needlescope.warehouse.store.claims import Claims
@@ -235,8 +235,7 @@ class ModelSweep:
         for row in table_rows:
             by_probe.setdefault(row["probe"], []).append(row)
         for probe, probe_rows in by_probe.items():
-            # quote(): Prefect need not walk thousands of row dicts looking for futures.
-            await persist(str(self.warehouse.root), table, quote(probe_rows), [probe, self.model])
+            await persist(str(self.warehouse.root), table, probe_rows, [probe, self.model])
 
     async def _held(self, answers: list[Answer]) -> list[Answer]:
         """The answers whose cells this run still holds: a claim that lapsed while this run
@@ -262,7 +261,7 @@ class ModelSweep:
     async def _query_and_grade(
         self, contexts: list[Context], cells_stored: asyncio.Future[None]
     ) -> None:
-        asked = await asyncio.gather(*(self.asker.answer(c) for c in contexts))
+        asked = await ask_batch(self.asker, quote(contexts))
         answers = [a for a in asked if not isinstance(a, Unsent)]
         self.unsent += len(contexts) - len(answers)
         await self._free([c.cell for c, a in zip(contexts, asked, strict=True) if a is UNSENT])
@@ -290,6 +289,7 @@ class ModelSweep:
         await self._persist("answers", answer_rows)
         graded = [row["cell_id"] for row in answer_rows if not row.get("error_kind")]
         failed = [row["cell_id"] for row in answer_rows if row.get("error_kind")]
+        await self.asker.forget(graded + failed)
         self.failed += len(failed)
         self.graded += len(graded)
         tokens = sum(

@@ -300,7 +300,7 @@ class _Run:
             known = self.store.known_cell_ids()
             asker = Asker(
                 config,
-                self.store.id,
+                self.store.root,
                 self.epoch,
                 {m: lim.tags for m, lim in limits.items()},
                 resend=(self.run_id, frozenset(resend)) if resend else None,

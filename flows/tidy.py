@@ -20,6 +20,7 @@ from typing import Any
 from needlescope.config import SweepConfig
 from needlescope.warehouse.store import Warehouse
 from needlescope.warehouse.store.compaction import CompactionReport
+from needlescope.warehouse.store.replies import PendingReplies
 from needlescope.warehouse.store.rollups_update import RollupReport
 
 
@@ -30,6 +31,7 @@ class Tidied:
 
     compaction: CompactionReport | None = None
     rollups: list[RollupReport] = field(default_factory=list)
+    replies_pruned: int = 0  # kept replies no run came back for (warehouse/store/replies.py)
     failure: str | None = None
     views_refreshed: bool | None = None
 
@@ -53,6 +55,7 @@ def compacted(store: Warehouse) -> Tidied:
 def tidy(config: SweepConfig, store: Warehouse) -> Tidied:
     """Compaction (if the config asks for it), then the views file refreshed over its result."""
     done = compacted(store) if config.compact else Tidied()
+    done.replies_pruned = PendingReplies(store.root).prune()
     done.views_refreshed = store.refresh_views_file()
     return done
 
@@ -79,6 +82,8 @@ def tidy_when_built(
 def log_tidied(done: Tidied, logger: Any) -> None:
     if done.failure is not None:
         logger.warning("warehouse compaction skipped: %s", done.failure)
+    if done.replies_pruned:
+        logger.info("%d kept replies older than a week removed", done.replies_pruned)
     for step in done.rollups:
         if step.fresh_files or step.rebuilt:
             logger.info(

@@ -1,5 +1,5 @@
-"""The sweep's Prefect tasks, thin wrappers over the core: prompts built a batch at a time, one
-query task run per cell, grading and storing a batch at a time; the contexts' builder."""
+"""The sweep's Prefect tasks, thin wrappers over the core: prompts built, models asked, answers
+graded and stored, a batch of cells per task run; the contexts' builder."""
 
 from __future__ import annotations
 
@@ -13,25 +13,25 @@ if TYPE_CHECKING:
     from needlescope.tasks.judging import judge_answer
     from needlescope.tasks.persist import persist
     from needlescope.tasks.prepare import build_prompts
-    from needlescope.tasks.query import query_model
+    from needlescope.tasks.query import ask_batch
 
 __all__ = [
     "ContextBuilder",
+    "ask_batch",
     "build_prompts",
     "grade_answers",
     "judge_answer",
     "persist",
-    "query_model",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "ContextBuilder": ".contexts",
+        "ask_batch": ".query",
         "build_prompts": ".prepare",
         "grade_answers": ".grade",
         "judge_answer": ".judging",
         "persist": ".persist",
-        "query_model": ".query",
     },
 )

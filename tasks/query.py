@@ -1,19 +1,28 @@
-"""The model query, one task run per cell and purpose (Prefect retries it, and an (epoch, cell)
-cache key keeps a rerun from asking again), and the :class:`Asker` that runs those task runs
-within each model's concurrency, pacing and the sweep's budget."""
+"""The model query: each request within its model's concurrency, pacing and the sweep's
+budget, tried again with back-off on a retryable error, its reply kept in the warehouse until
+the answer is stored (a run killed in between does not pay for it again).
+
+No task run per request: a batch's requests run inside one ``query ×N`` task run, so what
+Prefect keeps of a sweep grows by the batch, not by the cell. Prefect tag limits
+(``needlescope-provider:<kind>``, ``needlescope-model:<name>``) and rate limits still cap each
+request: the request takes a slot of the tag's global concurrency limit itself.
+
+Design: docs/design/orchestration.md#queries
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.client.schemas.objects import TaskRun
-from prefect.concurrency.asyncio import rate_limit
-from prefect.context import TaskRunContext
-from prefect.states import State
-from prefect.utilities.annotations import quote
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.concurrency.asyncio import concurrency, rate_limit
+from prefect.exceptions import MissingContextError
+from prefect.runtime import task_run
 
 from needlescope.config import SweepConfig
 from needlescope.errors import ProviderError
@@ -21,46 +30,19 @@ from needlescope.grid import Cell
 from needlescope.probes.base import Context
 from needlescope.provenance import Fingerprint
 from needlescope.providers.base import CachePrefix, ChatRequest, Reply
-from needlescope.tasks.result_files import with_result_files
 from needlescope.tasks.runtime import current
 from needlescope.tasks.sending import BudgetSpent, Sending, Spend
+from needlescope.warehouse.store.replies import PendingReplies
+
+TAG_LIMIT_PREFIX = "tag:"  # how Prefect names the global limit behind a tag limit
 
 
-def cell_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str:
-    # The warehouse id keeps two warehouses (e.g. two test runs) from sharing answers.
-    warehouse, epoch, cell = (parameters[k] for k in ("warehouse_id", "epoch", "cell_id"))
-    purpose = parameters.get("purpose", "answer")
-    suffix = "" if purpose == "answer" else f"-{purpose}"
-    # A cell resent on purpose (rerun --validity) must not get its earlier reply back.
-    resend = parameters.get("resend") or ""
-    suffix += f"-resend-{resend}" if resend else ""
-    return f"needlescope-query-{warehouse}-{epoch}-{cell}{suffix}"
-
-
-def is_retryable(task: Any, task_run: TaskRun, state: State) -> bool:
-    error = state.data
-    return isinstance(error, ProviderError) and error.retryable
-
-
-@task(
-    name="query",
-    task_run_name="{label}",
-    cache_key_fn=cell_cache_key,
-    persist_result=True,
-    retry_condition_fn=is_retryable,
-)
-async def query_model(
-    model: str,
-    cell_id: str,
-    epoch: str,
-    warehouse_id: str,
-    label: str,
-    request: ChatRequest,
-    purpose: str = "answer",
-    resend: str = "",
+async def send(
+    model: str, cell_id: str, request: ChatRequest, purpose: str, tags: list[str]
 ) -> Reply:
-    """Ask ``model``; ``purpose`` is "answer" for the model under test, else e.g. "judge:<name>".
-    ``resend``: the run resending a cell that has an answer (a fresh cache key)."""
+    """One request to ``model``; ``purpose`` is "answer" for the model under test, else e.g.
+    "judge:<name>". ``tags``: tags with a Prefect concurrency limit, a slot of each held
+    around the request."""
     runtime = current()
     sending = runtime.sending[model]
     async with sending.turn():
@@ -68,12 +50,22 @@ async def query_model(
             await rate_limit(names)
         if purpose == "answer":
             runtime.attempts[cell_id] += 1
-        reply = await runtime.providers[model].complete(request)
+        if tags:
+            async with concurrency([TAG_LIMIT_PREFIX + t for t in tags], occupy=1):
+                reply = await runtime.providers[model].complete(request)
+        else:
+            reply = await runtime.providers[model].complete(request)
         # Counted before the slot is freed: the next request checks the budget with it.
         sending.spend.add(model, reply)
     if serving := runtime.serving.get(model):
         reply = replace(reply, fingerprint=replace(reply.fingerprint or Fingerprint(), **serving))
     return reply
+
+
+def retry_delay(backoff_s: list[float], attempt: int) -> float:
+    """The wait before try ``attempt + 2``, as Prefect reads ``retry_delay_seconds``: the
+    list's entry for that retry, its last entry past its end."""
+    return backoff_s[min(attempt, len(backoff_s) - 1)] if backoff_s else 0.0
 
 
 def request_for(
@@ -108,51 +100,64 @@ UNSENT = Unsent()
 
 
 def live_task_runs(concurrency: int, tags: list[str] | None, budgeted: bool) -> int:
-    """Query task runs started at once for a model: twice its slots, so a freed slot finds a
-    task run past Prefect's start-up work. Only its slots where a Prefect tag limit applies (a
-    task run waiting for a slot would hold a tag slot another model could use), or where the
-    sweep has a budget (a task run that waited would find it spent: a failed task run)."""
+    """Requests a model has started at once (waiting for a slot, in flight, or backing off
+    before a retry): twice its slots, so a freed slot finds the next request ready. Only its
+    slots where a Prefect tag limit applies (a request waiting for a slot would hold a tag
+    slot another model could use), or where the sweep has a budget (a request that waited
+    would find it spent)."""
     return concurrency if tags or budgeted else 2 * concurrency
 
 
+def _logger() -> Any:
+    """The run's logger inside a flow or task run, else the module's (a test, a script)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
+
+
+def _query_name() -> str:
+    return f"query ×{len(task_run.parameters['contexts'])}"
+
+
+@task(name="query", task_run_name=_query_name, cache_policy=NO_CACHE)  # as grade's
+async def ask_batch(asker: Asker, contexts: list[Context]) -> list[Answer | Unsent]:
+    """The model under test's answers to a batch of built contexts, in one task run."""
+    return list(await asyncio.gather(*(asker.answer(c) for c in contexts)))
+
+
 class Asker:
-    """Model calls as task runs: one per cell and purpose, with each model's retries and limit."""
+    """Model calls, each within its model's retries, limits and budget (module docstring)."""
 
     def __init__(
         self,
         config: SweepConfig,
-        warehouse_id: str,
+        warehouse: Path,
         epoch: str,
         tags: dict[str, list[str]] | None = None,
         resend: tuple[str, frozenset[str]] | None = None,
     ) -> None:
         self.config = config
-        # (run id, cells): cells with an answer this run sends again, under a fresh cache key
+        # (run id, cells): cells with an answer this run sends again, not their kept reply
         self.resend = resend
         self.tags = tags or {}  # only tags that carry a Prefect limit (see flows.limits)
-        self.warehouse_id = warehouse_id
+        self.replies = PendingReplies(warehouse)
         self.epoch = epoch
         self.spend = Spend(config)
-        self._tasks: dict[str, Any] = {}
         self._live: dict[str, asyncio.Semaphore] = {}
         # cell id -> the prefix its request marks for the provider's cache (``cache: auto``)
         self.cache_marks: dict[str, CachePrefix] = {}
+        # cell id -> the replies kept for it: removed once its answer is stored (forget())
+        self.kept: dict[str, list[Path]] = {}
 
-    def _task(self, model: str) -> Any:
-        if model not in self._tasks:
+    def _slots(self, model: str) -> asyncio.Semaphore:
+        if model not in self._live:
             model_config = self.config.model(model)
-            self._tasks[model] = with_result_files(
-                query_model.with_options(
-                    retries=self.config.retry.retries,
-                    retry_delay_seconds=list(self.config.retry.backoff_s) or 0,
-                    tags=self.tags.get(model, []),
-                )
-            )
             concurrency = model_config.concurrency
             current().sending[model] = Sending(concurrency, model_config.delay_s, self.spend)
             live = live_task_runs(concurrency, self.tags.get(model), self.config.budget is not None)
             self._live[model] = asyncio.Semaphore(live)
-        return self._tasks[model]
+        return self._live[model]
 
     async def answer(self, context: Context) -> Answer | Unsent:
         """The model under test's answer to a built context."""
@@ -167,29 +172,51 @@ class Asker:
     async def ask(
         self, model: str, cell: Cell, request: ChatRequest, label: str, purpose: str = "answer"
     ) -> Reply | BaseException | Unsent:
-        task = self._task(model)
-        async with self._live[model]:
+        """``model``'s reply (or the error it ended with): a reply kept from an earlier run
+        of the epoch, else requests, as many as the sweep's retries allow."""
+        slots = self._slots(model)
+        resend = ""
+        if self.resend is not None and cell.cell_id in self.resend[1]:
+            resend = self.resend[0]
+        path = self.replies.path(self.epoch, cell.cell_id, purpose, resend)
+        self.kept.setdefault(cell.cell_id, []).append(path)
+        async with slots:
             if self.spend.exhausted():
                 return UNSENT
-            resend = ""
-            if self.resend is not None and cell.cell_id in self.resend[1]:
-                resend = self.resend[0]
-            state: State = await task(
-                model,
-                cell.cell_id,
-                self.epoch,
-                self.warehouse_id,
-                label,
-                quote(request),  # the prompt: nothing in it for Prefect to look into
-                purpose,
-                resend,
-                return_state=True,
-            )
-        outcome = await state.result(raise_on_failure=False)  # type: ignore[misc]
-        if isinstance(outcome, BudgetSpent):
-            return UNSENT
-        if isinstance(outcome, Reply):
-            if state.name == "Cached":  # an earlier run's reply: the task run sent nothing
-                self.spend.add(model, outcome)
-            return outcome
-        return outcome if isinstance(outcome, BaseException) else RuntimeError(str(outcome))
+            kept = await asyncio.to_thread(self.replies.get, path)
+            if kept is not None:  # an earlier run's reply: nothing is sent
+                self.spend.add(model, kept)
+                return kept
+            retry = self.config.retry
+            for attempt in range(retry.retries + 1):
+                try:
+                    reply = await send(
+                        model, cell.cell_id, request, purpose, self.tags.get(model, [])
+                    )
+                except BudgetSpent:
+                    return UNSENT
+                except ProviderError as error:
+                    if not error.retryable or attempt == retry.retries:
+                        return error
+                    delay = retry_delay(list(retry.backoff_s), attempt)
+                    _logger().warning(
+                        "%s: %s; try %d of %d in %g s",
+                        label,
+                        error,
+                        attempt + 2,
+                        retry.retries + 1,
+                        delay,
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                except Exception as error:
+                    return error
+                await asyncio.to_thread(self.replies.put, path, reply)
+                return reply
+        raise AssertionError("unreachable")  # the loop returns on its last try
+
+    async def forget(self, cell_ids: list[str]) -> None:
+        """The kept replies of cells whose answers are stored: no run needs them again."""
+        paths = [p for c in cell_ids for p in self.kept.pop(c, [])]
+        if paths:
+            await asyncio.to_thread(self.replies.drop, paths)
