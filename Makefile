@@ -8,7 +8,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: setup browser demo test test-fast lint bench server report docs clean
+.PHONY: setup browser postgres demo test test-fast lint bench server report docs clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,14 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "browser tests need Debian's chromium: sudo apt-get install chromium" >&2; fi; }
 
+# Debian's PostgreSQL for the test of a Prefect server on PostgreSQL (the tests start their
+# own cluster in a temporary folder); needs root and apt-get where it is missing.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "the PostgreSQL test needs Debian's postgresql: sudo apt-get install postgresql" >&2; fi; }
+
 demo: setup
 	$(BIN)/needlescope run configs/demo.yaml
 
@@ -34,7 +42,7 @@ demo: setup
 # worker's local models get one thread (tests/conftest.py).
 TEST_WORKERS ?= 2
 # The docs are built first, in strict mode: a broken link or anchor in docs/ fails the tests.
-test: setup browser
+test: setup browser postgres
 	d=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$d; \
 	  status=$$?; rm -rf $$d; exit $$status
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal

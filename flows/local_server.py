@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from needlescope.errors import NeedlescopeError
+from needlescope.flows.retention import with_retention
 
 PREFECT = Path(sys.executable).parent / "prefect"
 
@@ -26,6 +27,36 @@ BATCHED_RECORDING = {
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "1",
 }
+
+
+DRIVERS = {  # what a user writes -> the async driver Prefect's server needs
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+}
+
+
+def database_url(url: str) -> str:
+    """``url`` as Prefect's server connects to it (``postgresql://`` gains ``+asyncpg``);
+    a one-line error for anything that is not a PostgreSQL or SQLite URL."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in DRIVERS or not rest:
+        raise NeedlescopeError(
+            f"--database: not a PostgreSQL or SQLite URL: {redacted(url)!r} (e.g. "
+            "postgresql://user:password@127.0.0.1:5432/prefect)"
+        )
+    return f"{DRIVERS[scheme.lower()]}://{rest}"
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password hidden (for logs and errors)."""
+    scheme, sep, rest = url.partition("://")
+    who, at, where = rest.rpartition("@")
+    if not sep or not at or ":" not in who:
+        return url
+    return f"{scheme}://{who.split(':', 1)[0]}:***@{where}"
 
 
 def healthy(api_url: str) -> bool:
@@ -45,9 +76,11 @@ def running_prefect_server(
     log_path: Path | None = None,
     timeout_s: float = 180,
     log: Callable[[str], object] = print,
+    database: str | None = None,
 ) -> Iterator[str]:
     """The API URL of a Prefect server on ``port``: one already answering there, or one
-    started now and stopped when the block ends."""
+    started now and stopped when the block ends. ``database``: its database's URL
+    (PostgreSQL for a server many workers share); default Prefect's SQLite file."""
     api_url = f"http://127.0.0.1:{port}/api"
     if healthy(api_url):
         log(f"using the Prefect server already running at {api_url}")
@@ -61,6 +94,9 @@ def running_prefect_server(
     server_env["PREFECT_SERVER_UI_API_URL"] = api_url
     for name, value in BATCHED_RECORDING.items():
         server_env.setdefault(name, value)  # what the user set wins
+    with_retention(server_env)
+    if database is not None:
+        server_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database_url(database)
     output = log_path.open("w") if log_path else subprocess.DEVNULL
     process = subprocess.Popen(
         [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -71,7 +107,8 @@ def running_prefect_server(
         start_new_session=True,
     )
     try:
-        log(f"starting a Prefect server on 127.0.0.1:{port} …")
+        on = f" on {redacted(database)}" if database else ""
+        log(f"starting a Prefect server on 127.0.0.1:{port}{on} …")
         deadline = time.monotonic() + timeout_s
         while not healthy(api_url):
             if process.poll() is not None:

@@ -31,6 +31,7 @@ from needlescope.flows.cli._common import (
     console,
     fail,
     prefect_environment,
+    vacuum_quietly,
     write_report,
 )
 
@@ -192,6 +193,7 @@ def _run_and_report(
     logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
     with showing(RichProgress(console)):
         state = asyncio.run(flow_run)
+    vacuum_quietly()
     summary = _state_summary(state)
     if summary is None:
         raise fail(_state_error(state))

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from needlescope.flows.retention import vacuum_after_ephemeral_run, with_retention
+
 console = Console(stderr=True)
 
 EXIT_OK, EXIT_CELLS_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET_SPENT = 0, 1, 2, 3
@@ -51,6 +53,16 @@ def prefect_environment() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
+    with_retention(os.environ)  # the ephemeral server's, and the vacuum run after it
+
+
+def vacuum_quietly() -> None:
+    """Prefect's flow-run vacuum after a run on the ephemeral server (flows/retention.py); a
+    failure is a warning: the run's results are stored."""
+    try:
+        vacuum_after_ephemeral_run()
+    except Exception as exc:
+        console.print(f"[yellow]warning:[/] Prefect's flow-run vacuum failed: {escape(str(exc))}")
 
 
 def write_report(root: Path, out: Path, *, announce: bool = True, **options: Any) -> Path:

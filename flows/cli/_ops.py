@@ -186,13 +186,28 @@ def server(
     cron: CronOption = None,
     warehouse: WarehouseOption = None,
     port: Annotated[int, typer.Option(help="Port of the Prefect server and its UI.")] = 4200,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            envvar="NEEDLESCOPE_PREFECT_DATABASE",
+            help="The Prefect server's database: a PostgreSQL URL "
+            "(postgresql://user:password@host:5432/db) for a server many workers share. "
+            "Default: Prefect's SQLite file in PREFECT_HOME.",
+        ),
+    ] = None,
 ) -> None:
     """Start a Prefect server (UI included) on 127.0.0.1 and serve the deployments on it."""
-    from needlescope.flows.local_server import running_prefect_server
+    from needlescope.errors import NeedlescopeError
+    from needlescope.flows.local_server import database_url, running_prefect_server
 
     configs = _checked_configs(config_paths)
+    if database is not None:
+        try:
+            database_url(database)
+        except NeedlescopeError as exc:
+            raise fail(str(exc)) from None
     prefect_environment()
-    with running_prefect_server(port, log=console.print) as api_url:
+    with running_prefect_server(port, log=console.print, database=database) as api_url:
         os.environ["PREFECT_API_URL"] = api_url
         console.print(f"Prefect UI: [bold]{api_url.removesuffix('/api')}[/]  (Ctrl-C stops)")
         _ensure_alerts(configs)
