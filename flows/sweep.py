@@ -26,7 +26,12 @@ from needlescope.flows.batch_sweep import BatchModelSweep
 from needlescope.flows.build_check import check_cells, hosted_only, refuse_unbuildable
 from needlescope.flows.limits import active_limits
 from needlescope.flows.model_sweep import ModelSweep
-from needlescope.flows.progress import LogProgress, ProgressSink, shown_progress
+from needlescope.flows.progress import (
+    ArtifactProgress,
+    LogProgress,
+    ProgressSink,
+    shown_progress,
+)
 from needlescope.flows.run_cells import Plan, helper_models, plan_run, uses_prefix_order
 from needlescope.flows.run_end import finish_run
 from needlescope.flows.secrets import secret_api_keys
@@ -146,7 +151,7 @@ async def run_sweep(
     if shard is not None and shards > 1:
         note = f"shard {shard + 1} of {shards}" + (f"; {note}" if note else "")
     _write_start(config, store, run_id, epoch, plan, note, logger)
-    progress = shown_progress() or LogProgress(logger)
+    progress = ArtifactProgress(shown_progress() or LogProgress(logger), epoch)
     progress.start(len(plan.todo), len(plan.kept) - len(plan.todo))
     # Prompts only (--only-context) grade nothing: no claim is needed.
     claims = None if only_context else Claims(store.root, run_id, config.claim_timeout_s, resend)
@@ -155,8 +160,9 @@ async def run_sweep(
             plan.by_model.setdefault(model, [])  # the run collects them, even with no cell to do
     run = _Run(config, store, run_id, epoch, progress, claims, proven, rerun=rerun)
     try:
-        sweeps = await run.claiming(plan, only_context, resend, logger)
-        tidied = await run.tidying if run.tidying is not None else None
+        async with progress.updating(logger):
+            sweeps = await run.claiming(plan, only_context, resend, logger)
+            tidied = await run.tidying if run.tidying is not None else None
     finally:
         progress.finish()
         if run.tidying is not None:

@@ -111,6 +111,14 @@ class Api:
         response.raise_for_status()
         return list(response.json())
 
+    def progress_artifacts(self, run_id: str) -> list[dict[str, Any]]:
+        response = self.client.post(
+            "/artifacts/filter",
+            json={"artifacts": {"flow_run_id": {"any_": [run_id]}, "type": {"any_": ["progress"]}}},
+        )
+        response.raise_for_status()
+        return list(response.json())
+
     def retry_from_ui(self, run_id: str) -> None:
         """What the UI's Retry button sends (prefect-ui-library's retryFlowRun)."""
         response = self.client.post(
@@ -270,6 +278,12 @@ def test_retry_from_the_ui_resends_only_the_failed_cells(
             failed = query(store, "SELECT count(*) FROM failed_cells")[0][0]
             assert 0 < failed < 24
             assert server.requests == 24  # retries: 0, one request per cell
+            # The UI's progress view of the run: cells done, graded and failed.
+            shown = api.progress_artifacts(run_id)
+            assert len(shown) == 1 and shown[0]["data"] == 100.0, shown
+            assert shown[0]["description"].startswith(
+                f"**24** of 24 cells done: {24 - failed} graded, {failed} failed"
+            ), shown
 
             server.rates = {}
             server.reset_counts()
