@@ -1,12 +1,12 @@
 """Per-provider and per-model limits through Prefect, set without touching code.
 
 - Concurrency: a tag limit on ``needlescope-provider:<kind>`` or ``needlescope-model:<name>``
-  caps query task runs in flight.
+  caps requests in flight (each request takes a slot of the tag's limit: tasks/query.py).
 - Rate: a global concurrency limit named ``needlescope-rate:<kind>`` or
   ``needlescope-rate:<name>`` with a slot decay caps requests per second.
 
-A sweep looks the limits up once when it starts and tags task runs only with the tags that
-have a limit.
+A sweep looks the limits up once when it starts and takes slots only of the tags that have
+a limit.
 
 Design: docs/design/orchestration.md#limits
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from prefect import get_client
 
 from needlescope.config import SweepConfig
+from needlescope.tasks.query import TAG_LIMIT_PREFIX
 
 RATE_PREFIX = "needlescope-rate:"
-TAG_LIMIT_PREFIX = "tag:"  # how Prefect names the global limit behind a tag limit
 
 
 @dataclass

@@ -278,7 +278,7 @@ class ModelSweep:
     ) -> tuple[list[str], list[str]]:
         """The answers graded and stored, once their cells' rows are (``cells_stored``); the
         cell ids graded and failed."""
-        tables = await grade_answers(quote(answers), self.run_id, epoch)
+        tables = await grade_answers(answers, self.run_id, epoch)
         if cells_stored is not None:
             await cells_stored
         # Analysis rows first: an answer is what marks a cell done, so it is written last.

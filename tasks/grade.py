@@ -1,14 +1,10 @@
-"""Grading a batch of answers into the warehouse's rows, a batch per task run: each probe's
-replies graded together (``grade_batch``), failures kept as rows of their own."""
+"""Grading a batch of answers into the warehouse's rows: each probe's replies graded together
+(``grade_batch``), failures kept as rows of their own."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-from prefect.runtime import task_run
 
 from needlescope.haystack import storable
 from needlescope.probes.base import Grade
@@ -20,13 +16,9 @@ from needlescope.warehouse.store import rows
 GRADED_TABLES = ("answers", *rows.ANALYSIS_TABLES)
 
 
-def _grade_name() -> str:
-    return f"grade ×{len(task_run.parameters['answers'])}"
-
-
-# An async task: a sync task called from the async flow runs in a worker thread with a client
-# of its own (~250 ms a call here); the work below takes a few ms a batch.
-@task(name="grade", task_run_name=_grade_name, cache_policy=NO_CACHE)  # as persist's
+# Not a task run: grading a batch takes a few ms of CPU, less than Prefect's work to record a
+# task run of it (about 16 KB of database and 0.7 ms of server CPU a task run, measured
+# 2026-11-29 with bench_orchestration.py's scale part); the batch's query task run shows it.
 async def grade_answers(
     answers: list[Answer], run_id: str, epoch: str
 ) -> dict[str, list[dict[str, Any]]]:

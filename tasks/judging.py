@@ -1,6 +1,6 @@
-"""The judge stage: a judge model's verdict on an answer, asked through the query task (each
-try a task run of its own, so a rerun keeps the verdict) with needlescope.grading._judge's one
-request builder and one verdict reader."""
+"""The judge stage: a judge model's verdict on an answer, asked through the sweep's Asker (each
+try's reply kept until the answer is stored, so a run killed meanwhile does not pay for it
+again) with needlescope.grading._judge's one request builder and one verdict reader."""
 
 from __future__ import annotations
 

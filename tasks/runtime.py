@@ -32,7 +32,7 @@ class Runtime:
     # What serves each local model (GGUF, chat template and llama.cpp hashes and version),
     # added to its replies' fingerprints (flows/serving.py).
     serving: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    # Each model's request slots, pacing and budget, taken inside its query task runs.
+    # Each model's request slots, pacing and budget, taken around each of its requests.
     sending: dict[str, Sending] = field(default_factory=dict)
 
 

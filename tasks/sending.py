@@ -1,10 +1,8 @@
-"""What a model's request waits for inside its query task run: one of the model's
-``concurrency`` slots, its pacing (``delay_s``) and the sweep's budget.
+"""What a model's request waits for: one of the model's ``concurrency`` slots, its pacing
+(``delay_s``) and the sweep's budget.
 
-The slot is taken around the request alone, not around the whole task run: Prefect's own
-work before and after a request (state changes, the cache lookup, the result written for
-the cache key) then happens while other requests are in flight, and a retry's back-off
-leaves the slot to another cell.
+The slot is taken around the request alone: the kept reply's lookup and write happen while
+other requests are in flight, and a retry's back-off leaves the slot to another cell.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from needlescope.providers.base import Reply
 
 
 class BudgetSpent(NeedlescopeError):
-    """A request not sent: the sweep's budget was spent while its task run waited for a slot."""
+    """A request not sent: the sweep's budget was spent while it waited for a slot."""
 
 
 class Spend:
@@ -116,7 +114,7 @@ class Sending:
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """A slot for one request, after the pacing; :class:`BudgetSpent` once the budget is
-        spent (checked again here: the run may have spent it while this task run waited)."""
+        spent (checked again here: the run may have spent it while this request waited)."""
         async with self.slots:
             if self.spend.exhausted():
                 raise BudgetSpent("the sweep's budget was spent before this request was sent")
