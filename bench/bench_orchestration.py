@@ -6,6 +6,11 @@ Parquet tables; what differs is the orchestration.
 
 1. An instant server, 2,000 recall cells: ms per cell for both, and the difference.
 2. 1 s of server latency at concurrency 64: requests per second vs the ideal 64/s.
+3. scale (`scale [CELLS...]`, default 20,000 and 100,000): `needlescope run` of that many
+   recall cells against the instant server, under /usr/bin/time -v, on a Prefect server of
+   its own: wall time, ms a cell, the run's peak RSS, and what Prefect keeps of it: database
+   bytes, task runs, task-run states, events and event resources a cell, result files left
+   under PREFECT_HOME/storage and replies under the warehouse, Prefect-server CPU a cell.
 
 Design: docs/design/benchmarks.md#bench-orchestration
 """
@@ -191,7 +196,140 @@ def server_cpu(summary: dict[str, Any]) -> str:
     return "Prefect server CPU unknown" if cpu is None else f"Prefect server CPU {cpu:.1f} s"
 
 
+def prefect_tables(db: Path) -> dict[str, int]:
+    """Row counts of the Prefect tables that grow with a sweep (read-only)."""
+    import sqlite3
+
+    tables = ("flow_run", "task_run", "task_run_state", "events", "event_resources", "log")
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60) as con:
+        return {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in tables}
+
+
+def files_under(folder: Path) -> int:
+    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def database_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in home.glob("prefect.db*") if p.is_file())
+
+
+def ui_page_seconds(api: str) -> str:
+    """How long the Prefect UI's page of the server's latest flow run takes to show that run
+    (its name and its final state) in headless Chromium, from navigation start; or why not."""
+    import urllib.request
+
+    from tests.support.browser import find_chromium, open_page
+
+    if find_chromium() is None:
+        return "UI page not measured: no Chromium (make browser)"
+    request = urllib.request.Request(
+        f"{api}/flow_runs/filter",
+        data=json.dumps({"sort": "START_TIME_DESC", "limit": 1}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        run = json.load(response)[0]
+    url = f"{api.removesuffix('/api')}/runs/flow-run/{run['id']}"
+    name, state = json.dumps(run["name"]), json.dumps(run["state"]["name"])
+    ready = f"document.body && document.body.innerText.includes({name})"
+    ready += f" && document.body.innerText.includes({state})"
+
+    async def measure() -> float:
+        async with open_page(url, selector="body", ready=ready, timeout_s=120) as page:
+            if not page.report().ready:
+                text = await page.evaluate("document.body ? document.body.innerText : ''")
+                raise AssertionError(f"{url} did not show {name}, {state} in 120 s: {text[:800]}")
+            return float(await page.evaluate("performance.now()")) / 1000
+
+    return f"UI flow-run page shown in {asyncio.run(measure()):.1f} s (goal <= 3 s)"
+
+
+def scale(work: Path, cells: int) -> None:
+    """Part 3 (module docstring): one `needlescope run` of ``cells`` cells on a fresh server."""
+    import subprocess
+
+    from server_process import ServerProcess
+
+    from needlescope.flows.local_server import running_prefect_server
+    from tests.support.prefect_server import free_port
+
+    home = work / f"prefect-{cells}"
+    home.mkdir()
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)
+    with (
+        running_prefect_server(
+            free_port(), ui=True, env=env, log_path=home / "server.log", log=lambda _: None
+        ) as api,
+        ServerProcess(perfect_answer, seed=4) as server,
+    ):
+        env["PREFECT_API_URL"] = api
+        config = work / f"scale-{cells}.yaml"
+        config.write_text(config_text(server.base_url, f"scale{cells}", 16, max(1, cells // 40)))
+        warehouse = work / f"wh-scale-{cells}"
+        before_rows, before_bytes = prefect_tables(home / "prefect.db"), database_bytes(home)
+        cpu_before = prefect_server_cpu_s()
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                "/usr/bin/time",
+                "-v",
+                str(Path(sys.executable).parent / "needlescope"),
+                "run",
+                str(config),
+                "-w",
+                str(warehouse),
+                "--epoch",
+                "e",
+                "--no-report",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=4 * 3600,
+        )
+        wall = time.monotonic() - started
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads(done.stdout)
+        time.sleep(15)  # the server's event and task-run recorders flush (every second)
+        cpu_after = prefect_server_cpu_s()
+        rows, size = prefect_tables(home / "prefect.db"), database_bytes(home)
+        page = ui_page_seconds(api)
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+    graded = summary["cells_graded"]
+    added = {t: rows[t] - before_rows[t] for t in rows}
+    per_cell = ", ".join(f"{t} {added[t] / graded:.3f}" for t in added)
+    cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    print(
+        f"scale, {graded:,} cells graded of {summary['cells_total']:,}: run {wall:.0f} s"
+        f" ({1000 * wall / graded:.2f} ms a cell, start-up included), peak RSS"
+        f" {int(peak.group(1)) / 1024 if peak else float('nan'):.0f} MiB; Prefect database"
+        f" +{(size - before_bytes) / 1e6:.1f} MB ({(size - before_bytes) / graded:.0f} bytes a"
+        f" cell); rows a cell: {per_cell}; result files under PREFECT_HOME/storage:"
+        f" {files_under(home / 'storage')}; replies left in the warehouse:"
+        f" {files_under(warehouse / 'replies')}; Prefect server CPU"
+        f" {'unknown' if cpu is None else f'{cpu:.1f} s, {1000 * cpu / graded:.2f} ms a cell'};"
+        f" {page}"
+    )
+    print(
+        f"TARGET Prefect database a cell at {graded:,} cells:"
+        f" {(size - before_bytes) / graded / 1024:.2f} KB | goal <= 2 KB | 24 KB"
+        " (2026-11-28, a task run per cell)"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["scale"]:
+        work = Path(tempfile.mkdtemp(prefix="ns-bench-scale-"))
+        os.environ.update(
+            PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", NS_BENCH_KEY="sk-bench"
+        )
+        for cells in [int(n) for n in sys.argv[2:]] or [20_000, 100_000]:
+            scale(work, cells)
+        return
     work = Path(tempfile.mkdtemp(prefix="ns-bench-orchestration-"))
     os.environ.update(
         PREFECT_HOME=str(work / "prefect"),

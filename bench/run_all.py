@@ -13,6 +13,7 @@ HERE = Path(__file__).parent
 # is generated once (~6 min) and cached under bench/.cache/ (git-ignored).
 RUNS: dict[str, list[list[str]]] = {
     "bench_warehouse.py": [[], ["--layout", "year", "--epochs", "500"]],
+    "bench_orchestration.py": [[], ["scale"]],
 }
 
 

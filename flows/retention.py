@@ -14,6 +14,7 @@ Design: docs/design/orchestration.md#retention
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import MutableMapping
@@ -29,6 +30,7 @@ RETENTION = {
 }
 VACUUMED_STAMP = "needlescope-flow-run-vacuum"  # in PREFECT_HOME: when a run last vacuumed
 VACUUM_EVERY_S = 3600.0
+RESULT_FILE_PREFIX = "needlescope-query-"  # the query task runs' cache keys, up to 2026-11-28
 
 
 def with_retention(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
@@ -53,13 +55,11 @@ def on_ephemeral_api() -> bool:
 
 
 def vacuum_after_ephemeral_run(now: float | None = None) -> int | None:
-    """Prefect's flow-run vacuum on the ephemeral server's database, when it is on and has
-    not run in the last hour; the flow runs left afterwards (None: not run)."""
+    """At most once an hour, after a run: result files older than the flow-run retention that
+    needlescope's queries left in Prefect's local storage before 2026-11-29 (they write none
+    since) removed, and, on the ephemeral server, Prefect's flow-run vacuum run on its
+    database where it is on; the flow runs left (None: the vacuum did not run)."""
     settings = _settings()
-    if not on_ephemeral_api():
-        return None
-    if "flow_runs" not in settings.server.services.db_vacuum.enabled_vacuum_types:
-        return None
     stamp = Path(settings.home) / VACUUMED_STAMP
     now = time.time() if now is None else now
     try:
@@ -67,11 +67,28 @@ def vacuum_after_ephemeral_run(now: float | None = None) -> int | None:
             return None
     except OSError:
         pass
-    left = asyncio.run(vacuum_flow_runs())
+    vacuum = settings.server.services.db_vacuum
+    keep_s = vacuum.retention_period.total_seconds()
+    prune_result_files(Path(settings.results.local_storage_path), now - keep_s)
+    left = None
+    if on_ephemeral_api() and "flow_runs" in vacuum.enabled_vacuum_types:
+        left = asyncio.run(vacuum_flow_runs())
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.touch()
     os.utime(stamp, (now, now))
     return left
+
+
+def prune_result_files(storage: Path, before: float) -> int:
+    """needlescope's query result files (``needlescope-query-*``) in ``storage`` last written
+    before the unix time ``before``, removed; how many. Other files are left alone."""
+    removed = 0
+    for path in storage.glob(f"{RESULT_FILE_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and path.stat().st_mtime < before:
+                path.unlink()
+                removed += 1
+    return removed
 
 
 async def vacuum_flow_runs() -> int:

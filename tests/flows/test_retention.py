@@ -6,6 +6,7 @@ Counted by rows (SQLite files do not shrink) in a database whose runs are made o
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -117,7 +118,20 @@ def test_old_flow_runs_go_their_task_runs_with_them_and_the_warehouse_is_not_tou
     off = {"PREFECT_SERVER_SERVICES_DB_VACUUM_ENABLED": "events"}
     assert vacuum_after_run(home, **off) == "None"
     assert counts(db) == (1, 2, 2)
+    (home / "needlescope-flow-run-vacuum").unlink()  # as if the hour had passed
+    # Result files an older needlescope left: those past the retention go, nothing else.
+    storage = home / "storage"
+    storage.mkdir(exist_ok=True)
+    for name in ("needlescope-query-old", "needlescope-query-new", "someone-elses-old"):
+        (storage / name).write_text("{}")
+    month_ago = time.time() - 31 * 24 * 3600
+    for name in ("needlescope-query-old", "someone-elses-old"):
+        os.utime(storage / name, (month_ago, month_ago))
     assert vacuum_after_run(home) == "0"
+    assert sorted(p.name for p in storage.iterdir()) == [
+        "needlescope-query-new",
+        "someone-elses-old",
+    ]
     assert counts(db) == (0, 0, 0)
     assert (home / "needlescope-flow-run-vacuum").is_file()
     assert vacuum_after_run(home) == "None"  # not again within the hour
