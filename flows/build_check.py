@@ -70,8 +70,10 @@ def _axes(cell: Cell) -> str:
 
 
 def needs_hosted_count(config: SweepConfig, cell: Cell) -> bool:
-    """The cell's length is in tokens that only its model's API can count."""
-    return cell.length_unit == "tokens" and config.model(cell.model).provider in REMOTE_TOKENIZERS
+    """The cell's build counts tokens that only its model's API can count: a length in tokens,
+    or a prompt that sizes itself in lines (goto), whose tokens are measured as built."""
+    hosted = config.model(cell.model).provider in REMOTE_TOKENIZERS
+    return hosted and cell.length_unit in ("tokens", "lines")
 
 
 def _window_checked_here(config: SweepConfig, cell: Cell) -> bool:

@@ -203,3 +203,34 @@ async def test_a_hosted_count_is_unchecked_by_the_commands_and_checked_by_the_ru
     assert "recall length 30 tokens, 6 needles" in str(refused.value)
     assert "length 800" not in str(refused.value)
     assert srv.count_requests > 0 and srv.message_requests == 0  # counted, never asked
+
+
+async def test_a_goto_prompt_on_a_hosted_api_is_left_for_the_run_which_counts_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # goto sizes its prompt in lines and measures its tokens as built: on Anthropic only the
+    # API counts them, so the commands leave it to the run (they once raised KeyError).
+    monkeypatch.setenv("NS_TEST_BUILD_CHECK_KEY", "k")
+    async with FakeAnthropicServer() as srv:
+        config = parse_config(
+            {
+                "name": "goto-hosted",
+                "models": [
+                    {
+                        "name": "m",
+                        "provider": "anthropic",
+                        "base_url": srv.base_url,
+                        "model": "fake-model",
+                        "api_key_env": "NS_TEST_BUILD_CHECK_KEY",
+                    }
+                ],
+                "probes": [{"probe": "goto", "line_counts": [10, 25], "orders": ["ordered"]}],
+            }
+        )
+        commands = await check_config(config)
+        assert len(commands.unchecked) == 2 and commands.refusal() is None
+        assert srv.count_requests == 0
+        plan = plan_run(config, set(), None, None, 1)
+        store = Warehouse(tmp_path / "wh").ensure()
+        await check_before_sending(config, plan, store, checked=True, hosted=True)
+    assert srv.count_requests > 0 and srv.message_requests == 0  # counted, never asked
