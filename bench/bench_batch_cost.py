@@ -14,18 +14,15 @@ Anthropic cache (reads 0.1×, 1-hour writes 2×) rules:
    The fake bills words as tokens (~5.8 characters each in the essays). Its batches run
    `--group` requests a step (32), in a random order; a step reads only what earlier steps
    wrote to the cache.
-2. demo: the same three ways for configs/demo.yaml's probes but rag (recall, counting_stars,
-   goto, cases; rag's build counts an empty prompt, which the Messages API refuses), the
-   fake counting cl100k_base tokens (a pattern filler's `a|a|…` is one word: a fit to a length
-   in words never ends); the judge is a synchronous fake model of its own, not in the figures.
-3. sweep: a 10,000-cell recall sweep (500–900 characters, instant answers) in batch mode
+2. demo: the same three ways for every probe of configs/demo.yaml (recall, counting_stars,
+   goto, cases, rag), the fake counting cl100k_base tokens (a pattern filler's `a|a|…` is
+   one word: a fit to a length in words never ends); the judge is a synchronous fake model
+   of its own, not in the figures.
+3. sweep: a 20,000-cell recall sweep (500–900 characters, instant answers) in batch mode
    against the same cells sent one request each (concurrency 16): wall time, CPU time and
-   peak RSS of the `needlescope run` process (/usr/bin/time -v). 10,000, not 20,000: the
-   synchronous sweep takes 3.5–5 minutes at 10,000 cells here (`--cells 20000`).
+   peak RSS of the `needlescope run` process (/usr/bin/time -v); `--cells N` for another size.
 
-grid and sweep run `needlescope run` as a user does. demo runs the sweep flow in this process
-(as bench_orchestration.py does): `needlescope run` and `plan` stop with KeyError on a goto
-cell of an Anthropic (or Gemini) model, in their check before Prefect starts.
+Every part runs `needlescope run` as a user does.
 
 `--quick`: small grids, for a check that the script works (about a minute and a half);
 `--parts grid,demo,sweep` runs some parts only; `--keep` keeps the sweeps' folder and logs.
@@ -34,7 +31,6 @@ cell of an Anthropic (or Gemini) model, in their check before Prefect starts.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -134,11 +130,10 @@ probes:
 
 
 def demo_config(models: str, base_url: str) -> str:
-    """configs/demo.yaml's probes but rag (its build counts an empty prompt, which the
-    Messages API refuses); its judges (the model under test there) a synchronous fake model
-    of their own."""
+    """configs/demo.yaml's probes, its judges (the model under test there) a synchronous fake
+    model of their own."""
     demo = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
-    probes = [p for p in demo["probes"] if p["probe"] != "rag"]
+    probes = list(demo["probes"])
     for probe in probes:
         for key in ("cases_file", "rubric_file"):
             if key in probe:
@@ -203,18 +198,6 @@ def cli_run(config: Path, warehouse: Path, env: dict[str, str]) -> dict[str, flo
 
     cpu = field("User time (seconds)") + field("System time (seconds)")
     return {"wall": wall, "cpu": cpu, "mib": field("Maximum resident set size (kbytes)") / 1024}
-
-
-def flow_run(config: Path, warehouse: Path, env: dict[str, str]) -> dict[str, float]:
-    """The sweep flow in this process (what `needlescope run` runs once its check passed)."""
-    from needlescope.flows.cli._app import _state_summary
-    from needlescope.flows.sweep import sweep
-
-    started = time.monotonic()
-    state = asyncio.run(sweep(str(config), epoch="e", warehouse=str(warehouse), return_state=True))
-    summary = _state_summary(state)
-    assert summary is not None, state
-    return {"wall": time.monotonic() - started}
 
 
 def totals(warehouse: Path, model: str) -> Totals:
@@ -377,7 +360,7 @@ def main() -> None:
     )
     parser.add_argument("--scale", type=float, default=1.0, help="the grid's lengths × this")
     parser.add_argument("--group", type=int, default=32, help="requests a batch step runs")
-    parser.add_argument("--cells", type=int, default=10_000, help="the large sweep's cells")
+    parser.add_argument("--cells", type=int, default=20_000, help="the large sweep's cells")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -427,12 +410,12 @@ def main() -> None:
                 )
             if "demo" in parts:
                 print(
-                    "configs/demo.yaml's probes but rag (recall, counting_stars, goto, cases) on"
+                    "configs/demo.yaml's probes (recall, counting_stars, goto, cases, rag) on"
                     " the Anthropic fake counting cl100k_base tokens, batches of"
-                    f" {args.group} requests a step; the sweep flow in this process:"
+                    f" {args.group} requests a step:"
                 )
                 found, ratios = three_ways(
-                    work, "demo", demo_config, flow_run, env, args.group, subword=True
+                    work, "demo", demo_config, cli_run, env, args.group, subword=True
                 )
                 print_ways(found, ratios)
                 print(

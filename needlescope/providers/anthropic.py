@@ -143,6 +143,14 @@ class AnthropicProvider(HttpProvider):
         return await self.count_prompt_tokens((Message("user", text),))
 
     async def count_prompt_tokens(self, messages: tuple[Message, ...]) -> int | None:
+        if messages and not any(m.content for m in messages):
+            # The API refuses a message without content ("all messages must have non-empty
+            # content"), yet a builder measures an empty prompt for its framing alone (rag,
+            # to subtract it from each passage's count): one character's prompt, less it.
+            framed = await self.count_prompt_tokens(
+                (*messages[:-1], Message(messages[-1].role, "."))
+            )
+            return None if framed is None else max(0, framed - 1)
         url = f"{self.base_url}/v1/messages/count_tokens"
         body = {"model": self.model, **_prompt(messages)}
         status, data, _ = await self._send(url, body)

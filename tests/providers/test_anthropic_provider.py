@@ -250,8 +250,10 @@ async def test_count_tokens_endpoints(server):
         assert "max_tokens" not in server.last_body
         reply = await p.complete(ChatRequest(messages=messages))
         assert await p.count_tokens("") == 0
+        # An empty prompt's framing alone (the API refuses empty content): "." counts 1 + 3.
+        assert await p.count_prompt_tokens((Message("user", ""),)) == 3
     assert counted == reply.prompt_tokens == (2 + 3) + (5 + 3)
-    assert (server.count_requests, server.message_requests) == (2, 1)
+    assert (server.count_requests, server.message_requests) == (3, 1)
 
 
 async def test_count_tokens_errors(server):
