@@ -102,9 +102,9 @@ UNSENT = Unsent()
 def live_task_runs(concurrency: int, tags: list[str] | None, budgeted: bool) -> int:
     """Requests a model has started at once (waiting for a slot, in flight, or backing off
     before a retry): twice its slots, so a freed slot finds the next request ready. Only its
-    slots where a Prefect tag limit applies (a request waiting for a slot would hold a tag
-    slot another model could use), or where the sweep has a budget (a request that waited
-    would find it spent)."""
+    slots where a Prefect tag limit applies (the limit, shared with other models, is the cap
+    then) or where the sweep has a budget (a request that waited would find it spent). The
+    name is older than the batch's task run: these were task runs once."""
     return concurrency if tags or budgeted else 2 * concurrency
 
 
