@@ -124,3 +124,30 @@ async def test_a_spent_budget_sends_nothing(tmp_path: Path) -> None:
 def test_back_off_reads_the_list_as_prefect_does() -> None:
     assert [retry_delay([1, 5], attempt) for attempt in range(4)] == [1, 5, 5, 5]
     assert retry_delay([], 3) == 0.0
+
+
+def test_a_reply_half_written_by_a_killed_run_is_dropped_when_the_warehouse_opens(
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from needlescope.warehouse.store import Warehouse
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    store = Warehouse(tmp_path / "wh").ensure()
+    folder = store.root / "replies" / "e"
+    folder.mkdir(parents=True)
+    dead = folder / f"c1.answer.pickle.{int(gone.stdout)}.partial"
+    live = folder / f"c2.answer.pickle.{os.getpid()}.partial"  # a write in progress
+    kept = folder / "c3.answer.pickle"
+    for path in (dead, live, kept):
+        path.write_bytes(b"x")
+    store.ensure()  # as each run opens it
+    assert sorted(p.name for p in folder.iterdir()) == sorted([live.name, kept.name])

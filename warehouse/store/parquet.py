@@ -29,6 +29,7 @@ from needlescope.warehouse.store.compaction import (
     table_sql,
     use_snapshot,
 )
+from needlescope.warehouse.store.replies import PendingReplies
 from needlescope.warehouse.store.rollups import ROLLUPS
 from needlescope.warehouse.store.schema import SCHEMA_VERSION, TABLES
 from needlescope.warehouse.store.views import create_views, views_file_sql
@@ -187,6 +188,7 @@ class Warehouse:
             pid = _writer_pid(partial.name)
             if pid is not None and not alive(pid):
                 partial.unlink(missing_ok=True)
+        PendingReplies(self.root).remove_orphaned_partials()
 
     def _identity(self) -> dict[str, Any]:
         path = self.root / IDENTITY_FILE

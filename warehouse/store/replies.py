@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from needlescope.providers.base import Reply
+from needlescope.warehouse.store.claims import alive
 
 REPLIES_DIR = "replies"
 KEEP_S = 7 * 24 * 3600  # a reply no run came back for in a week is pruned (tidy)
@@ -60,6 +61,17 @@ class PendingReplies:
     def drop(self, paths: Iterable[Path]) -> None:
         for path in paths:
             path.unlink(missing_ok=True)
+
+    def remove_orphaned_partials(self) -> int:
+        """Replies half-written by a killed process of this machine (its pid is in the name):
+        never read, safe to drop; how many."""
+        removed = 0
+        for partial in self.root.glob("*/*.partial"):
+            pid = partial.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not alive(int(pid)):
+                partial.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     def prune(self, older_than_s: float = KEEP_S) -> int:
         """Remove replies (and leftovers of killed writes) no run came back for; how many."""
